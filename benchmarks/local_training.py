@@ -1,0 +1,50 @@
+"""Samples per second of local training for KnFu's M1 (MNIST) and M2 (CIFAR-10).
+
+    python benchmarks/local_training.py [--batch-size 32] [--samples 4096]
+
+Trains one client model with fedkd_core.training.train (SGD, CE) on real data, in float32 and
+with bf16 autocast, and prints samples/second for each. Not a test: numbers depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from fedkd_core.data import load_dataset
+from fedkd_core.models import InputShape, make_model
+from fedkd_core.training import TrainConfig, train
+
+CASES = {"knfu_m1": "mnist", "knfu_m2": "cifar10", "cnn5": "cifar10", "fedavg_cnn": "fashion_mnist"}
+
+
+def samples_per_second(model_name: str, dataset_name: str, batch_size: int, samples: int, mixed: bool) -> float:
+    dataset = load_dataset(dataset_name)
+    model = make_model(model_name, InputShape(dataset.in_channels, dataset.image_size, 10), seed=0)
+    model = model.to(memory_format=torch.channels_last)
+    indices = np.arange(samples)
+    config = TrainConfig(epochs=1, batch_size=batch_size, lr=0.01, mixed_precision=mixed)
+    generator = torch.Generator().manual_seed(0)
+    train(model, dataset, indices[: batch_size * 4], config, generator=generator)  # warm-up
+    start = time.perf_counter()
+    train(model, dataset, indices, config, generator=generator)
+    return samples / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--samples", type=int, default=4096)
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size}")
+    for model_name, dataset_name in CASES.items():
+        for mixed in (False, True):
+            rate = samples_per_second(model_name, dataset_name, args.batch_size, args.samples, mixed)
+            print(f"{model_name:12s} {dataset_name:14s} {'bf16' if mixed else 'fp32'}: {rate:8.0f} samples/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Algorithms by name: a plain dict from name to class (each class carries its ``Config``)."""
+
+from __future__ import annotations
+
+from .base import Algorithm, Context
+from .fedavg import FedAvg
+from .local import Local
+
+ALGORITHMS: dict[str, type[Algorithm]] = {
+    "local": Local,
+    "fedavg": FedAvg,
+}
+
+
+def algorithm_class(name: str) -> type[Algorithm]:
+    if name not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)} (got {name!r})")
+    return ALGORITHMS[name]
+
+
+def algorithm_config(name: str, params: dict):
+    """The algorithm's frozen config from a dict of overrides; unknown keys are a ValueError."""
+    config_class = algorithm_class(name).Config
+    try:
+        return config_class(**params)
+    except TypeError as error:
+        known = sorted(getattr(config_class, "__dataclass_fields__", {}))
+        raise ValueError(f"algorithm_params for {name!r} must be among {known} (got {sorted(params)})") from error
+
+
+__all__ = ["ALGORITHMS", "Algorithm", "Context", "algorithm_class", "algorithm_config"]

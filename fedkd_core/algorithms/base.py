@@ -1,0 +1,122 @@
+"""What every algorithm is: a set of steps the simulation calls each round.
+
+A round is: the server's ``download`` message to every selected client, the client's work in
+``client_update`` (which returns its upload), the server's work in ``server_update`` and, for
+methods with a second exchange in the round (KnFu, FedMD: fused soft labels back to the clients),
+a ``reply`` the client consumes in ``client_finish``. Messages are dicts of tensors; the
+simulation counts their bytes. Evaluation asks for ``personal_model(k)`` (the model client k
+would use) and ``global_model()`` (None for methods without one).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..federation import FederatedData
+from ..models import InputShape, SplitModel, make_model
+from ..training import TrainConfig
+
+Message = dict[str, torch.Tensor]
+
+
+@dataclass
+class Context:
+    """What an algorithm may use: the data, the model recipe, training settings, randomness."""
+
+    data: FederatedData
+    model_name: str
+    train: TrainConfig
+    device: torch.device
+    seed: int
+
+    @cached_property
+    def generator(self) -> torch.Generator:
+        """Shuffling and other torch randomness of the run (CPU generator, seeded)."""
+        return torch.Generator().manual_seed(self.seed + 1)
+
+    @cached_property
+    def rng(self) -> np.random.Generator:
+        """numpy randomness of the algorithm (client sampling uses its own stream)."""
+        return np.random.default_rng([self.seed, 3])
+
+    @cached_property
+    def initial_model(self) -> SplitModel:
+        """The seed's initial model; every client and the server start from a copy of it."""
+        shape = InputShape(self.data.dataset.in_channels, self.data.dataset.image_size, self.data.num_classes)
+        model = make_model(self.model_name, shape, seed=self.seed)
+        return model.to(self.device).to(memory_format=torch.channels_last)
+
+    def new_model(self) -> SplitModel:
+        return copy.deepcopy(self.initial_model)
+
+    def client_size(self, client: int) -> int:
+        return len(self.data.client_train[client])
+
+
+def parameters_message(model: nn.Module, prefix: str = "") -> Message:
+    """The model's state (parameters and buffers) as a message, detached copies."""
+    return {name: t.detach().clone() for name, t in model.state_dict().items() if name.startswith(prefix)}
+
+
+def message_bytes(message: Message | None) -> int:
+    """Bytes a message occupies on the wire: the sum of its tensors' storage."""
+    if not message:
+        return 0
+    return sum(t.numel() * t.element_size() for t in message.values())
+
+
+class Algorithm:
+    """Base class. Subclasses set ``Config`` (a frozen dataclass) and override the steps."""
+
+    Config: type = type(None)
+
+    def __init__(self, config, ctx: Context):
+        self.config = config
+        self.ctx = ctx
+        self.round = 0
+
+    def begin_round(self, round_index: int) -> None:
+        self.round = round_index
+
+    def download(self, client: int) -> Message:
+        return {}
+
+    def client_update(self, client: int, message: Message) -> Message:
+        raise NotImplementedError
+
+    def server_update(self, uploads: dict[int, Message]) -> None:
+        pass
+
+    def reply(self, client: int) -> Message | None:
+        return None
+
+    def client_finish(self, client: int, message: Message) -> None:
+        pass
+
+    def personal_model(self, client: int) -> nn.Module:
+        raise NotImplementedError
+
+    def global_model(self) -> nn.Module | None:
+        return None
+
+
+class PersonalModels:
+    """One resident model per client, created from the initial model on first use."""
+
+    def __init__(self, ctx: Context):
+        self._ctx = ctx
+        self._models: dict[int, SplitModel] = {}
+
+    def __getitem__(self, client: int) -> SplitModel:
+        if client not in self._models:
+            self._models[client] = self._ctx.new_model()
+        return self._models[client]
+
+    def __contains__(self, client: int) -> bool:
+        return client in self._models

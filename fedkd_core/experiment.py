@@ -1,0 +1,131 @@
+"""One experiment: its frozen configuration and the simulation that runs it.
+
+A round: select clients (``participation``), send each its download, let it work and upload,
+let the server work, send any reply, then evaluate every client's personal model on its local
+test set (ALMA) and the global model, if any, on the global test set. Bytes are counted from the
+actual messages; seconds are wall time of the round's work (evaluation excluded).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .algorithms import Context, algorithm_class, algorithm_config
+from .algorithms.base import message_bytes
+from .federation import DataConfig, FederatedData, build_federated_data
+from .models import check_model_name
+from .training import TrainConfig, accuracy
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Everything that decides a run's outcome. Its hash keys the run's record."""
+
+    algorithm: str = "fedavg"
+    algorithm_params: dict = field(default_factory=dict)
+    data: DataConfig = field(default_factory=DataConfig)
+    model: str = "knfu_m1"
+    train: TrainConfig = field(default_factory=TrainConfig)
+    rounds: int = 10
+    participation: float = 1.0
+    eval_every: int = 1
+    global_test_size: int | None = None  # None: the whole test split
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        algorithm_config(self.algorithm, self.algorithm_params)  # validates name and params
+        check_model_name(self.model)
+        if not isinstance(self.rounds, int) or self.rounds < 1:
+            raise ValueError(f"rounds must be an integer >= 1 (got {self.rounds!r})")
+        if not 0.0 < self.participation <= 1.0:
+            raise ValueError(f"participation must be in (0, 1] (got {self.participation})")
+        if self.eval_every < 1:
+            raise ValueError(f"eval_every must be >= 1 (got {self.eval_every})")
+
+    def resolved(self) -> dict:
+        """The config as plain data, algorithm params filled in with their defaults."""
+        as_dict = asdict(self)
+        as_dict["algorithm_params"] = asdict(algorithm_config(self.algorithm, self.algorithm_params))
+        return as_dict
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def select_clients(rng: np.random.Generator, num_clients: int, participation: float) -> list[int]:
+    count = max(1, int(round(participation * num_clients)))
+    return sorted(rng.choice(num_clients, size=count, replace=False).tolist())
+
+
+def simulate(
+    config: ExperimentConfig,
+    *,
+    data: FederatedData | None = None,
+    device: torch.device | None = None,
+    progress: bool = True,
+) -> dict:
+    """Run ``config`` and return its history and final per-client accuracies (plain data)."""
+    data = data or build_federated_data(config.data, config.seed)
+    ctx = Context(data=data, model_name=config.model, train=config.train,
+                  device=device or default_device(), seed=config.seed)
+    algorithm = algorithm_class(config.algorithm)(algorithm_config(config.algorithm, config.algorithm_params), ctx)
+    sampler = np.random.default_rng([config.seed, 2])
+    global_test = _global_test_indices(data, config)
+    history = []
+    bar = tqdm(range(1, config.rounds + 1), desc=f"{config.algorithm} {config.data.dataset}",
+               disable=not progress, leave=False)
+    for round_index in bar:
+        start = time.perf_counter()
+        traffic = _run_round(algorithm, round_index, select_clients(sampler, data.num_clients, config.participation))
+        seconds = time.perf_counter() - start
+        if round_index % config.eval_every == 0 or round_index == config.rounds:
+            row = {"round": round_index, **traffic, "seconds": seconds,
+                   **evaluate(algorithm, data, global_test, config.train.mixed_precision)}
+            history.append(row)
+            bar.set_postfix(alma=f"{row['alma']:.3f}")
+    return {"history": history, "client_accuracies": history[-1]["client_accuracies"]}
+
+
+def _run_round(algorithm, round_index: int, selected: list[int]) -> dict:
+    algorithm.begin_round(round_index)
+    bytes_up = bytes_down = 0
+    uploads = {}
+    for client in selected:
+        message = algorithm.download(client)
+        uploads[client] = algorithm.client_update(client, message)
+        bytes_down += message_bytes(message)
+        bytes_up += message_bytes(uploads[client])
+    algorithm.server_update(uploads)
+    for client in selected:
+        reply = algorithm.reply(client)
+        if reply is not None:
+            bytes_down += message_bytes(reply)
+            algorithm.client_finish(client, reply)
+    return {"clients": len(selected), "bytes_up": bytes_up, "bytes_down": bytes_down}
+
+
+def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_precision: bool = False) -> dict:
+    """ALMA and its spread over clients; the global model's accuracy when there is one."""
+    accuracies = [accuracy(algorithm.personal_model(k), data.dataset, data.client_test[k],
+                           mixed_precision=mixed_precision) for k in range(data.num_clients)]
+    model = algorithm.global_model()
+    return {
+        "alma": float(np.nanmean(accuracies)),
+        "client_acc_std": float(np.nanstd(accuracies)),
+        "client_accuracies": [float(a) for a in accuracies],
+        "global_acc": None if model is None else accuracy(model, data.dataset, global_test,
+                                                          mixed_precision=mixed_precision),
+    }
+
+
+def _global_test_indices(data: FederatedData, config: ExperimentConfig) -> np.ndarray:
+    if config.global_test_size is None or config.global_test_size >= len(data.global_test):
+        return data.global_test
+    rng = np.random.default_rng([config.seed, 4])
+    return np.sort(rng.choice(data.global_test, size=config.global_test_size, replace=False))

@@ -1,0 +1,174 @@
+"""The model zoo. Every model is a :class:`SplitModel`: ``features`` then ``head``.
+
+``model.features(x)`` returns a flat feature vector per sample and ``model.head`` is the final
+classifier, so methods that share or personalise one part (FedPer, LG-FedAvg), or that work in
+feature space (FedUA, FedGMKD, FedProto), reach both directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+class SplitModel(nn.Module):
+    """A classifier written as ``head(features(x))``."""
+
+    def __init__(self, features: nn.Module, head: nn.Module):
+        super().__init__()
+        self.features = features
+        self.head = head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+@dataclass(frozen=True)
+class InputShape:
+    channels: int
+    size: int
+    num_classes: int
+
+
+def _flat_dim(body: nn.Module, shape: InputShape) -> int:
+    with torch.no_grad():
+        return body(torch.zeros(1, shape.channels, shape.size, shape.size)).flatten(1).shape[1]
+
+
+def conv_unit(cin: int, cout: int) -> nn.Sequential:
+    """KnFu's CU(t): 3x3 convolution (padding 1), ReLU, 2x2 max-pooling."""
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+
+
+def knfu_m1(shape: InputShape) -> SplitModel:
+    """KnFu M1 = [CU(32); CU(64); FC(64); FC(32); F(10)] (MNIST)."""
+    body = nn.Sequential(conv_unit(shape.channels, 32), conv_unit(32, 64), nn.Flatten())
+    dim = _flat_dim(body, shape)
+    features = nn.Sequential(body, nn.Linear(dim, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU())
+    return SplitModel(features, nn.Linear(32, shape.num_classes))
+
+
+def knfu_m2(shape: InputShape) -> SplitModel:
+    """KnFu M2 = [CU(16); CU(16); CU(32); CU(32); FC(128); FC(10)] (CIFAR-10).
+
+    The paper names only the layers; here each CU is 3x3 conv + ReLU and a 2x2 max-pool follows
+    every second CU (VGG style), so the 32x32 input reaches FC(128) as 32 x 8 x 8.
+    """
+    def conv_relu(cin: int, cout: int) -> list[nn.Module]:
+        return [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU()]
+
+    body = nn.Sequential(
+        *conv_relu(shape.channels, 16), *conv_relu(16, 16), nn.MaxPool2d(2),
+        *conv_relu(16, 32), *conv_relu(32, 32), nn.MaxPool2d(2), nn.Flatten(),
+    )
+    dim = _flat_dim(body, shape)
+    return SplitModel(nn.Sequential(body, nn.Linear(dim, 128), nn.ReLU()), nn.Linear(128, shape.num_classes))
+
+
+def cnn5(shape: InputShape) -> SplitModel:
+    """The 5-layer CNN of pFedSD / MOON: conv(6,5)-pool-conv(16,5)-pool-fc120-fc84-fc(C)."""
+    body = nn.Sequential(
+        nn.Conv2d(shape.channels, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+    )
+    dim = _flat_dim(body, shape)
+    features = nn.Sequential(body, nn.Linear(dim, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU())
+    return SplitModel(features, nn.Linear(84, shape.num_classes))
+
+
+def fedavg_cnn(shape: InputShape) -> SplitModel:
+    """FedAvgCNN (McMahan et al., as in PFLlib): conv(32,5)-pool-conv(64,5)-pool-fc512-fc(C)."""
+    body = nn.Sequential(
+        nn.Conv2d(shape.channels, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+    )
+    dim = _flat_dim(body, shape)
+    return SplitModel(nn.Sequential(body, nn.Linear(dim, 512), nn.ReLU()), nn.Linear(512, shape.num_classes))
+
+
+class BasicBlock(nn.Module):
+    """The CIFAR ResNet block of He et al. (2016), with a 1x1 projection shortcut."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+def cifar_resnet(depth: int) -> Callable[[InputShape], SplitModel]:
+    """ResNet-(6n+2) for 32x32 inputs: stages of 16, 32, 64 channels, n blocks each."""
+    if (depth - 2) % 6:
+        raise ValueError(f"depth must be 6n+2 (got {depth})")
+    blocks = (depth - 2) // 6
+
+    def build(shape: InputShape) -> SplitModel:
+        layers: list[nn.Module] = [nn.Conv2d(shape.channels, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
+        cin = 16
+        for cout, stride in ((16, 1), (32, 2), (64, 2)):
+            for b in range(blocks):
+                layers.append(BasicBlock(cin, cout, stride if b == 0 else 1))
+                cin = cout
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+        return SplitModel(nn.Sequential(*layers), nn.Linear(64, shape.num_classes))
+
+    return build
+
+
+def resnet18(shape: InputShape) -> SplitModel:
+    """torchvision ResNet-18 (random init), first convolution adapted to the input channels."""
+    import torchvision
+
+    net = torchvision.models.resnet18(num_classes=shape.num_classes)
+    if shape.channels != 3:
+        net.conv1 = nn.Conv2d(shape.channels, 64, 7, 2, 3, bias=False)
+    head, net.fc = net.fc, nn.Identity()
+    return SplitModel(net, head)
+
+
+def mobilenet_v2(shape: InputShape) -> SplitModel:
+    """torchvision MobileNetV2 (random init), first convolution adapted to the input channels."""
+    import torchvision
+
+    net = torchvision.models.mobilenet_v2(num_classes=shape.num_classes)
+    if shape.channels != 3:
+        net.features[0][0] = nn.Conv2d(shape.channels, 32, 3, 2, 1, bias=False)
+    head = net.classifier
+    net.classifier = nn.Identity()
+    return SplitModel(net, head)
+
+
+MODELS: dict[str, Callable[[InputShape], SplitModel]] = {
+    "knfu_m1": knfu_m1,
+    "knfu_m2": knfu_m2,
+    "cnn5": cnn5,
+    "fedavg_cnn": fedavg_cnn,
+    "resnet8": cifar_resnet(8),
+    "resnet32": cifar_resnet(32),
+    "resnet18": resnet18,
+    "mobilenet_v2": mobilenet_v2,
+}
+
+
+def check_model_name(name: str) -> None:
+    if name not in MODELS:
+        raise ValueError(f"model must be one of {sorted(MODELS)} (got {name!r})")
+
+
+def make_model(name: str, shape: InputShape, seed: int) -> SplitModel:
+    """Build ``name`` with weights drawn from ``seed`` (the global RNG is left untouched)."""
+    check_model_name(name)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return MODELS[name](shape)
