@@ -4,7 +4,8 @@
 otherwise simulates, then writes the record atomically. Records hold the resolved config, the
 seed, per-round metrics, per-client accuracies, timings, the device and library versions.
 
-Where records go: ``$FEDKD_RESULTS`` if set; else ``results/`` of the source checkout this
+Records are filed by profile: ``<results>/<profile>/<algorithm>/<key>.json``; only
+``results/paper/`` is committed. Where records go: ``$FEDKD_RESULTS`` if set; else ``results/`` of the source checkout this
 package runs from (so committed paper-profile records are found); else ``~/.cache/fedkd/results``.
 """
 
@@ -65,23 +66,37 @@ class RunRecord:
         frame = pd.DataFrame(rows)
         frame["algorithm"] = self.config["algorithm"]
         frame["seed"] = self.config["seed"]
+        frame["dataset"] = self.config["data"]["dataset"]
+        frame["alpha"] = self.config["data"]["alpha"]
+        frame["profile"] = self.profile
         return frame
 
 
-def record_path(config: ExperimentConfig, root=None) -> Path:
-    return results_dir(root) / config.algorithm / f"{config_hash(config)}.json"
+# Records live under <results>/<profile>/<algorithm>/<key>.json. A lookup takes the first
+# profile in this order that holds the key, so a finished paper-profile run always wins.
+PROFILE_PREFERENCE = ("paper", "quick", "smoke", "custom")
+
+
+def record_path(config: ExperimentConfig, profile: str, root=None) -> Path:
+    return results_dir(root) / profile / config.algorithm / f"{config_hash(config)}.json"
 
 
 def load_record(config: ExperimentConfig, root=None) -> RunRecord | None:
-    path = record_path(config, root)
-    if not path.exists():
-        return None
-    return RunRecord(**json.loads(path.read_text()))
+    """The stored record of ``config`` under any profile (paper first), or None."""
+    base = results_dir(root)
+    key = config_hash(config)
+    found = sorted(base.glob(f"*/{config.algorithm}/{key}.json"), key=_profile_rank)
+    return RunRecord(**json.loads(found[0].read_text())) if found else None
+
+
+def _profile_rank(path: Path) -> int:
+    profile = path.parent.parent.name
+    return PROFILE_PREFERENCE.index(profile) if profile in PROFILE_PREFERENCE else len(PROFILE_PREFERENCE)
 
 
 def save_record(record: RunRecord, root=None) -> Path:
     """Write atomically: a temporary file in the same folder, then a rename."""
-    path = results_dir(root) / record.config["algorithm"] / f"{record.key}.json"
+    path = results_dir(root) / record.profile / record.config["algorithm"] / f"{record.key}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
         json.dump(record.__dict__, handle, indent=1)

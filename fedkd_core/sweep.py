@@ -1,0 +1,46 @@
+"""Run a chapter's whole grid, resumably: finished runs are skipped, new ones saved at once.
+
+    python -m fedkd_core.sweep CHAPTER --params notebooks/params/paper/CHAPTER.yaml [--dry-run]
+
+Records go to ``<results>/<profile>/<algorithm>/<key>.json`` (see fedkd_core.results); stop
+it at any time and run the same command again to continue where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import yaml
+from tqdm.auto import tqdm
+
+from .chapters import chapter_module
+from .results import load_record, run_experiment
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("chapter")
+    parser.add_argument("--params", type=Path, required=True, help="papermill YAML of the profile")
+    parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
+    parser.add_argument("--limit", type=int, default=None, help="run at most this many new runs")
+    args = parser.parse_args(argv)
+
+    chapter = chapter_module(args.chapter)
+    params = chapter.Params(**(yaml.safe_load(args.params.read_text()) or {}))
+    configs = chapter.experiments(params)
+    todo = [c for c in configs if load_record(c) is None]
+    print(f"{args.chapter} ({params.profile}): {len(configs)} runs, {len(configs) - len(todo)} done, {len(todo)} to run")
+    if args.dry_run:
+        return
+    start = time.perf_counter()
+    for config in tqdm(todo[: args.limit], desc=f"sweep {args.chapter}"):
+        record = run_experiment(config, profile=params.profile, progress=False)
+        tqdm.write(f"{config.algorithm:14s} {config.data.dataset} alpha={config.data.alpha} seed={config.seed}: "
+                   f"ALMA {record.final['alma']:.4f} ({record.timings['total_seconds']:.0f} s)")
+    print(f"finished in {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
