@@ -149,6 +149,29 @@ def mobilenet_v2(shape: InputShape) -> SplitModel:
     return SplitModel(net, head)
 
 
+def pfedsd_cnn_mnist(shape: InputShape) -> SplitModel:
+    """pFedSD's ``CNNMnist`` (FedCKD's FMNIST "simple CNN"): conv(64,5)-pool-ReLU,
+    conv(64,5)-Dropout2d(0.5)-pool-ReLU, fc128-fc64-fc(C) (CGCL-codes/pFedSD simple_cnns.py)."""
+    body = nn.Sequential(
+        nn.Conv2d(shape.channels, 64, 5), nn.MaxPool2d(2), nn.ReLU(),
+        nn.Conv2d(64, 64, 5), nn.Dropout2d(0.5), nn.MaxPool2d(2), nn.ReLU(), nn.Flatten(),
+    )
+    dim = _flat_dim(body, shape)
+    features = nn.Sequential(body, nn.Linear(dim, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU())
+    return SplitModel(features, nn.Linear(64, shape.num_classes))
+
+
+def pfedsd_cnn_cifar100(shape: InputShape) -> SplitModel:
+    """pFedSD's ``CNNCifar100``: conv(64,5)-pool-conv(128,5)-pool-fc256-fc128-Dropout(0.6)-fc(C)."""
+    body = nn.Sequential(
+        nn.Conv2d(shape.channels, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(64, 128, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+    )
+    dim = _flat_dim(body, shape)
+    features = nn.Sequential(body, nn.Linear(dim, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Dropout(0.6))
+    return SplitModel(features, nn.Linear(128, shape.num_classes))
+
+
 MODELS: dict[str, Callable[[InputShape], SplitModel]] = {
     "knfu_m1": knfu_m1,
     "knfu_m2": knfu_m2,
@@ -158,6 +181,8 @@ MODELS: dict[str, Callable[[InputShape], SplitModel]] = {
     "resnet32": cifar_resnet(32),
     "resnet18": resnet18,
     "mobilenet_v2": mobilenet_v2,
+    "pfedsd_cnn_mnist": pfedsd_cnn_mnist,
+    "pfedsd_cnn_cifar100": pfedsd_cnn_cifar100,
 }
 
 

@@ -5,10 +5,24 @@ from __future__ import annotations
 from .base import Algorithm, Context
 from .fedavg import FedAvg
 from .local import Local
+from .fedckd import FedCKD
+from .fedfomo import FedFomo
+from .fedper import FedPer
+from .fedprox import FedProx
+from .lg_fedavg import LGFedAvg
+from .pfedme import PFedMe
+from .pfedsd import PFedSD
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     "local": Local,
     "fedavg": FedAvg,
+    "fedprox": FedProx,
+    "fedper": FedPer,
+    "lg_fedavg": LGFedAvg,
+    "pfedme": PFedMe,
+    "fedfomo": FedFomo,
+    "pfedsd": PFedSD,
+    "fedckd": FedCKD,
 }
 
 

@@ -1,0 +1,22 @@
+"""FedPer (Arivazhagan et al., 2019): shared body, personal classifier head.
+
+The body ``model.features`` is averaged by the server; the head ``model.head`` (the last linear
+layer) stays on the client, as in PFLlib's ``clientper`` (copies only ``model.base``) and
+pFedSD's ``is_part_update`` with the classifier as the personal part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .partial import PartialSharing
+
+
+@dataclass(frozen=True)
+class FedPerConfig:
+    evaluate_with_latest_shared: bool = True
+
+
+class FedPer(PartialSharing):
+    Config = FedPerConfig
+    shared_prefix = "features."
