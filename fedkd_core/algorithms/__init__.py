@@ -12,6 +12,10 @@ from .fedprox import FedProx
 from .lg_fedavg import LGFedAvg
 from .pfedme import PFedMe
 from .pfedsd import PFedSD
+from .fedmd import FedMD
+from .knfu import KnFu
+from .knfu_local import KnFuLocal
+from .selective_fd import SelectiveFD
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     "local": Local,
@@ -23,6 +27,10 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "fedfomo": FedFomo,
     "pfedsd": PFedSD,
     "fedckd": FedCKD,
+    "knfu": KnFu,
+    "fedmd": FedMD,
+    "selective_fd": SelectiveFD,
+    "knfu_local": KnFuLocal,
 }
 
 

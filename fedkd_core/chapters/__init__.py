@@ -11,6 +11,7 @@ from types import ModuleType
 
 CHAPTERS: dict[str, str] = {
     "setting": "fedkd_core.chapters.setting",
+    "knfu": "fedkd_core.chapters.knfu",
 }
 
 

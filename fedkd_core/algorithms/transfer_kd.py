@@ -1,0 +1,137 @@
+"""The round shared by KnFu, FedMD (as KnFu describes it) and Selective-FD.
+
+Every client keeps its own model (no parameter averaging). One round, as in KnFu's Algorithm 1:
+
+1. local update: ``E`` epochs of cross-entropy on the client's data D_n (Eq. 3);
+2. knowledge extraction: softmax outputs F_n on every sample of the shared, labelled transfer
+   set D^t (Eq. 4), uploaded as a (K_t, C) float32 tensor;
+3. fusion at the server: a method-specific :meth:`TransferDistillation.fuse` turns the uploaded
+   soft labels into one target per client (and optionally a mask of the transfer samples whose
+   target is kept);
+4. fine-tuning: client n minimises, over the transfer set,
+   ``CE(f(x), y) + lambda^2 KL(F_n^agg || f(x))`` (Eq. 10), the KL term restricted to kept samples.
+
+The methods differ only in step 3 (and Selective-FD in what the client uploads), so subclasses
+override :meth:`fuse` and, if needed, :meth:`upload_mask`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.nn import functional as F
+
+from ..distill import kd_kl
+from ..training import Batch, predict, train
+from .base import Algorithm, Message, PersonalModels
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """What the server sends client n: its soft-label targets and, optionally, which are kept."""
+
+    targets: torch.Tensor  # (K_t, C) probabilities (rows of dropped samples are ignored)
+    kept: torch.Tensor | None = None  # (K_t,) bool; None keeps every transfer sample
+
+
+@dataclass(frozen=True)
+class TransferKDConfig:
+    """Hyperparameters shared by the transfer-set distillation methods.
+
+    lam: lambda of Eq. 10, read as a *balance weight*: the loss is CE + lam^2 * KL at
+        temperature 1 (KnFu's soft labels F_n are plain softmax outputs, so there is nothing to
+        soften). The paper gives no value; 1.0 weighs both terms equally.
+    finetune_epochs: epochs over D^t in the fine-tuning step (the paper does not say; 1, like E).
+    """
+
+    lam: float = 1.0
+    finetune_epochs: int = 1
+
+    def __post_init__(self) -> None:
+        if self.lam < 0:
+            raise ValueError(f"lam must be >= 0 (got {self.lam})")
+        if self.finetune_epochs < 0:
+            raise ValueError(f"finetune_epochs must be >= 0 (got {self.finetune_epochs})")
+
+
+def distillation_loss(logits: torch.Tensor, labels: torch.Tensor, targets: torch.Tensor,
+                      kept: torch.Tensor, lam: float) -> torch.Tensor:
+    """Eq. 10 on one batch: CE(f(x), y) + lam^2 * KL(target || f(x)).
+
+    The KL term is summed over kept samples and divided by the batch size, so with every
+    sample kept it is the usual batch-mean KL.
+    """
+    ce = F.cross_entropy(logits, labels)
+    if not bool(kept.any()):
+        return ce
+    kl = kd_kl(logits[kept], targets[kept], temperature=1.0) * kept.sum() / len(kept)
+    return ce + lam**2 * kl
+
+
+class TransferDistillation(Algorithm):
+    """Personal models; the local update, upload, reply and fine-tune of KnFu's Algorithm 1."""
+
+    Config = TransferKDConfig
+
+    def __init__(self, config, ctx):
+        super().__init__(config, ctx)
+        self.models = PersonalModels(ctx)
+        self.fusions: dict[int, Fusion] = {}
+
+    # -- the hooks a method overrides ------------------------------------------------------
+    def fuse(self, soft_labels: dict[int, torch.Tensor], masks: dict[int, torch.Tensor]) -> dict[int, Fusion]:
+        """Targets for every client from the uploaded soft labels (``masks``: client-side selection)."""
+        raise NotImplementedError
+
+    def upload_mask(self, client: int) -> torch.Tensor | None:
+        """Transfer samples whose soft labels client ``client`` uploads (None: all of them)."""
+        return None
+
+    # -- the round -------------------------------------------------------------------------
+    def client_update(self, client: int, message: Message) -> Message:
+        data = self.ctx.data
+        model = self.models[client]
+        train(model, data.dataset, data.client_train[client], self.ctx.train, generator=self.ctx.generator)
+        logits = predict(model, data.dataset, data.transfer, mixed_precision=self.ctx.train.mixed_precision)
+        soft_labels = F.softmax(logits.float(), dim=1)
+        mask = self.upload_mask(client)
+        if mask is None:
+            return {"soft_labels": soft_labels}
+        return {"soft_labels": soft_labels[mask], "accepted": mask}
+
+    def server_update(self, uploads: dict[int, Message]) -> None:
+        num_transfer, num_classes = len(self.ctx.data.transfer), self.ctx.data.num_classes
+        soft_labels, masks = {}, {}
+        for client, message in uploads.items():
+            mask = message.get("accepted", torch.ones(num_transfer, dtype=torch.bool))
+            full = torch.zeros(num_transfer, num_classes)
+            full[mask] = message["soft_labels"].float().cpu()
+            soft_labels[client], masks[client] = full, mask.cpu()
+        self.fusions = self.fuse(soft_labels, masks)
+
+    def reply(self, client: int) -> Message | None:
+        fusion = self.fusions.get(client)
+        if fusion is None:
+            return None
+        if fusion.kept is None:
+            return {"soft_labels": fusion.targets.float()}
+        return {"soft_labels": fusion.targets[fusion.kept].float(), "kept": fusion.kept}
+
+    def client_finish(self, client: int, message: Message) -> None:
+        data = self.ctx.data
+        kept = message.get("kept", torch.ones(len(data.transfer), dtype=torch.bool))
+        targets = torch.zeros(len(data.transfer), data.num_classes)
+        targets[kept] = message["soft_labels"].float().cpu()
+        device = self.ctx.device
+        targets, kept = targets.to(device), kept.to(device)
+        lam = self.config.lam
+
+        def loss_fn(model, batch: Batch) -> torch.Tensor:
+            return distillation_loss(model(batch.x), batch.y, targets[batch.position], kept[batch.position], lam)
+
+        train(self.models[client], data.dataset, data.transfer, self.ctx.train, generator=self.ctx.generator,
+              loss_fn=loss_fn, epochs=self.config.finetune_epochs)
+
+    def personal_model(self, client: int):
+        return self.models[client]

@@ -1,0 +1,174 @@
+"""KnFu chapter: the fusion centre against Eqs. 5-9, the baselines' server steps, short real runs."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fedkd_core.algorithms.fedmd import FedMD, average_knowledge
+from fedkd_core.algorithms.knfu import DISTANCE_EPSILON, fuse_knowledge
+from fedkd_core.algorithms.selective_fd import (
+    client_selection, entropy, fit_kulsif, gaussian_kernel, selective_ensemble, server_selection,
+)
+from fedkd_core.algorithms.transfer_kd import distillation_loss
+from fedkd_core.chapters import knfu as chapter
+
+
+def random_soft_labels(clients=5, samples=7, classes=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return torch.tensor(rng.dirichlet(np.ones(classes), size=(clients, samples)))
+
+
+def eqs_5_to_9_by_hand(soft_labels: np.ndarray, beta: float):
+    """Eqs. 5-9 written out with loops, as the paper states them."""
+    n_clients = soft_labels.shape[0]
+    epd = soft_labels.mean(axis=1)  # Eq. 5
+    w = np.zeros((n_clients, n_clients))
+    for n in range(n_clients):
+        for m in range(n_clients):
+            if m != n:
+                d = np.sum(epd[n] * np.log(epd[n] / epd[m]))  # Eq. 6
+                w[n, m] = 1.0 / d**2  # Eq. 7
+        w[n, n] = beta * max(w[n, m] for m in range(n_clients) if m != n)  # Eq. 8
+    normalised = w / w.sum(axis=1, keepdims=True)
+    fused = np.einsum("nm,mkc->nkc", normalised, soft_labels)  # Eq. 9
+    return fused, normalised
+
+
+def test_fuse_knowledge_matches_equations_5_to_9():
+    soft = random_soft_labels()
+    fused, weights = fuse_knowledge(soft, beta=10.0)
+    expected_fused, expected_weights = eqs_5_to_9_by_hand(soft.numpy(), 10.0)
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-9)
+    np.testing.assert_allclose(fused.numpy(), expected_fused, rtol=1e-9)
+    assert fused.shape == soft.shape and weights.shape == (5, 5)
+
+
+def test_fused_rows_are_probability_vectors():
+    soft = random_soft_labels(clients=6, samples=20, classes=10, seed=1).float()
+    fused, weights = fuse_knowledge(soft, beta=10.0)
+    assert fused.dtype == torch.float32
+    assert (fused >= 0).all() and torch.allclose(fused.sum(-1), torch.ones(6, 20), atol=1e-5)
+    assert torch.allclose(weights.sum(1), torch.ones(6), atol=1e-6)
+    # Eq. 8: the self weight is beta times the largest other weight.
+    off = weights.masked_fill(torch.eye(6, dtype=torch.bool), 0).amax(1)
+    torch.testing.assert_close(weights.diagonal(), 10.0 * off, rtol=1e-5, atol=0)
+
+
+def test_identical_epds_use_the_epsilon_and_weigh_everyone_equally():
+    one = random_soft_labels(clients=1, samples=9, classes=3, seed=2)[0]
+    soft = one.expand(4, -1, -1).clone()
+    fused, weights = fuse_knowledge(soft, beta=10.0)
+    assert torch.isfinite(weights).all()
+    expected = torch.full((4, 4), 1.0 / 13, dtype=torch.float64)
+    expected.fill_diagonal_(10.0 / 13)
+    torch.testing.assert_close(weights, expected)
+    torch.testing.assert_close(fused, soft)
+    assert DISTANCE_EPSILON > 0
+
+
+def test_far_client_gets_almost_no_weight_and_keeps_its_own_knowledge():
+    near = torch.tensor([[0.6, 0.3, 0.1], [0.5, 0.4, 0.1], [0.55, 0.35, 0.1]], dtype=torch.float64)
+    far = torch.tensor([[0.05, 0.05, 0.9]], dtype=torch.float64)
+    soft = torch.cat([near, far])[:, None, :].expand(4, 5, 3)
+    _, weights = fuse_knowledge(soft, beta=10.0)
+    assert (weights[:3, 3] < 1e-3).all()  # nobody listens to the far client
+    # It keeps most of its own knowledge: beta * max / (beta * max + sum of the others) >= 10/13.
+    assert 10 / 13 - 1e-9 <= weights[3, 3] < 1
+    assert (weights[:3, :3].sum(1) > 0.999).all()
+
+
+def test_fuse_knowledge_rejects_bad_input():
+    with pytest.raises(ValueError, match="soft_labels"):
+        fuse_knowledge(torch.rand(3, 4), beta=10.0)
+    with pytest.raises(ValueError, match="beta"):
+        fuse_knowledge(random_soft_labels(), beta=0.0)
+
+
+def test_fedmd_fusion_is_the_plain_average():
+    soft = random_soft_labels(clients=3, samples=6, classes=4, seed=3).float()
+    torch.testing.assert_close(average_knowledge(soft), soft.mean(0))
+    fusions = FedMD.fuse(None, {k: soft[k] for k in range(3)}, {})
+    for k in range(3):
+        torch.testing.assert_close(fusions[k].targets, soft.mean(0))
+        assert fusions[k].kept is None
+
+
+def test_kulsif_matches_the_textbook_solution_and_selects_local_looking_inputs():
+    generator = torch.Generator().manual_seed(0)
+    known = torch.randn(40, 2, generator=generator, dtype=torch.float64) * 0.3
+    auxiliary = torch.rand(50, 2, generator=generator, dtype=torch.float64) * 8 - 4
+    sigma, lam = 0.5, 0.1
+    estimator = fit_kulsif(known, auxiliary, sigma, lam)
+    k11 = gaussian_kernel(auxiliary, auxiliary, sigma).numpy()
+    k12 = gaussian_kernel(auxiliary, known, sigma).numpy()
+    alpha = -np.linalg.inv(k11 / 50 + lam * np.eye(50)) @ k12 @ np.ones(40) / (50 * 40 * lam)
+    np.testing.assert_allclose(estimator.alpha.numpy(), alpha, rtol=1e-8)
+    held_out = torch.randn(40, 2, generator=generator, dtype=torch.float64) * 0.3
+    candidates = torch.tensor([[0.0, 0.1], [-0.1, 0.0], [3.0, 3.0], [-3.0, 2.5]], dtype=torch.float64)
+    accepted = client_selection(estimator, held_out, candidates, quantile=0.25)
+    assert accepted.tolist() == [True, True, False, False]
+
+
+def test_selective_ensemble_and_entropy_filter():
+    soft = torch.tensor([
+        [[1.0, 0.0], [0.5, 0.5], [0.9, 0.1]],
+        [[0.0, 1.0], [0.5, 0.5], [0.7, 0.3]],
+    ])
+    accepted = torch.tensor([[True, True, False], [False, True, False]])
+    ensemble, any_accepted = selective_ensemble(soft, accepted)
+    torch.testing.assert_close(ensemble[:2], torch.tensor([[1.0, 0.0], [0.5, 0.5]]))
+    assert any_accepted.tolist() == [True, True, False]
+    assert math.isclose(float(entropy(torch.tensor([0.5, 0.5]))), math.log(2))
+    # Threshold 0.5 * ln 2: the confident row passes, the uniform one is dropped.
+    assert server_selection(ensemble[:2], 0.5).tolist() == [True, False]
+
+
+def test_distillation_loss_is_ce_plus_lambda_squared_kl():
+    logits = torch.randn(4, 3)
+    labels = torch.tensor([0, 1, 2, 0])
+    targets = torch.softmax(torch.randn(4, 3), 1)
+    kept = torch.ones(4, dtype=torch.bool)
+    ce = torch.nn.functional.cross_entropy(logits, labels)
+    kl = (targets * (targets.log() - torch.log_softmax(logits, 1))).sum(1).mean()
+    torch.testing.assert_close(distillation_loss(logits, labels, targets, kept, 2.0), ce + 4.0 * kl)
+    torch.testing.assert_close(distillation_loss(logits, labels, targets, ~kept, 2.0), ce)
+
+
+def test_params_validation_names_the_parameter():
+    with pytest.raises(ValueError, match="algorithms"):
+        chapter.Params(algorithms="knfu,nope")
+    with pytest.raises(ValueError, match="mnist_alphas"):
+        chapter.Params(mnist_alphas="0.5,-1")
+    assert chapter.batch_size_for(100) == 16 and chapter.batch_size_for(1000) == 128
+    assert len(chapter.paper_table1()) == 48 and len(chapter.paper_table2()) == 24
+
+
+def test_all_four_methods_learn_on_mnist(tmp_path):
+    from fedkd_core.results import run_experiment
+
+    params = chapter.Params(num_clients=5, mnist_sizes="100", mnist_alphas="0.5", rounds=3,
+                            local_test_size=100)
+    configs = chapter.experiments(params)
+    assert [c.algorithm for c in configs] == ["knfu", "fedmd", "knfu_local", "selective_fd"]
+    for config in configs:
+        record = run_experiment(config, root=tmp_path, profile="smoke", progress=False)
+        assert record.final["alma"] > 0.5, (config.algorithm, record.final["alma"])
+        if config.algorithm == "knfu_local":
+            assert record.final["bytes_up"] == record.final["bytes_down"] == 0
+        else:  # soft labels of the 100 transfer samples, float32
+            assert 0 < record.final["bytes_up"] <= 5 * 100 * 10 * 4 + 5 * 100
+
+
+def test_paper_yaml_is_the_paper_profile():
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "paper" / "knfu.yaml"
+    assert chapter.Params(**yaml.safe_load(path.read_text())) == chapter.PAPER_PROFILE
+    configs = chapter.experiments(chapter.PAPER_PROFILE)
+    assert len(configs) == (12 + 6) * 4 * 3
+    first_seed_one = next(i for i, c in enumerate(configs) if c.seed == 1)
+    assert first_seed_one == 48  # every MNIST cell at seed 0 comes first
