@@ -12,6 +12,7 @@ from types import ModuleType
 CHAPTERS: dict[str, str] = {
     "setting": "fedkd_core.chapters.setting",
     "knfu": "fedkd_core.chapters.knfu",
+    "fedckd": "fedkd_core.chapters.fedckd",
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..algorithms import algorithm_class
 from ..experiment import ExperimentConfig
 from ..federation import DataConfig
 from ..report import parse_list
@@ -42,6 +43,8 @@ class Params:
         for name in parse_list(self.datasets, str, "datasets"):
             if name.strip() not in MODEL_FOR:
                 raise ValueError(f"datasets must be among {sorted(MODEL_FOR)} (got {name.strip()!r})")
+        for name in parse_list(self.algorithms, str, "algorithms"):
+            algorithm_class(name.strip())
         if self.seeds < 1:
             raise ValueError(f"seeds must be >= 1 (got {self.seeds})")
         if self.samples_per_client < 0:

@@ -1,0 +1,49 @@
+"""Chapters as users run them: twins in sync, papermill parameters validated clearly."""
+
+from pathlib import Path
+
+import jupytext
+import nbformat
+import papermill
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+CHAPTERS = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
+
+
+def code_cells(notebook):
+    return [c.source.strip() for c in notebook.cells if c.cell_type == "code"]
+
+
+def test_there_are_chapters():
+    assert "setting" in CHAPTERS
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_ipynb_twin_matches_its_jupytext_source(chapter):
+    source = jupytext.read(NOTEBOOKS / f"{chapter}.py")
+    twin = nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4)
+    assert code_cells(twin) == code_cells(source), "run: .venv/bin/python tools/sync_notebooks.py " + chapter
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_chapter_has_a_parameters_cell_and_profiles(chapter):
+    twin = nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4)
+    assert any("parameters" in c.metadata.get("tags", []) for c in twin.cells)
+    assert (NOTEBOOKS / "params" / "quick" / f"{chapter}.yaml").exists()
+    assert (NOTEBOOKS / "params" / "paper" / f"{chapter}.yaml").exists()
+
+
+@pytest.mark.parametrize("parameters, message", [
+    ({"alphas": "-1"}, "alphas must all be > 0"),
+    ({"num_clients": 0}, "num_clients must be an integer >= 1"),
+    ({"datasets": "imagenet"}, "datasets must be among"),
+    ({"algorithms": "fedsgd"}, "algorithm must be one of"),
+    ({"samples_per_client": 20_000}, "samples_per_client"),
+])
+def test_bad_parameters_through_papermill_give_one_clear_error(tmp_path, parameters, message):
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        papermill.execute_notebook(str(NOTEBOOKS / "setting.ipynb"), str(tmp_path / "out.ipynb"),
+                                   parameters=parameters, progress_bar=False)
+    assert error.value.ename == "ValueError"
+    assert message in error.value.evalue

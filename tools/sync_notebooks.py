@@ -1,0 +1,58 @@
+"""Regenerate notebooks/<chapter>.ipynb from its jupytext source notebooks/<chapter>.py.
+
+    .venv/bin/python tools/sync_notebooks.py [chapter ...]
+
+The .py file is the source of truth. The .ipynb twin is what papermill and nbval run; it is
+executed once with its smoke defaults so that cells marked ``# NBVAL_CHECK_OUTPUT`` carry the
+reference output nbval compares against. All other outputs are stripped to keep the file small.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import jupytext
+import nbformat
+import papermill
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+CHECK_MARK = "NBVAL_CHECK_OUTPUT"
+
+
+def sync(chapter: str) -> Path:
+    source = NOTEBOOKS / f"{chapter}.py"
+    target = NOTEBOOKS / f"{chapter}.ipynb"
+    notebook = jupytext.read(source)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    with tempfile.TemporaryDirectory() as tmp:
+        raw, executed = Path(tmp) / "raw.ipynb", Path(tmp) / "executed.ipynb"
+        nbformat.write(notebook, raw)
+        os.environ.setdefault("FEDKD_RESULTS", str(Path(tmp) / "results"))
+        papermill.execute_notebook(str(raw), str(executed), progress_bar=False)
+        ran = nbformat.read(executed, as_version=4)
+    for cell in ran.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.execution_count = None
+            if CHECK_MARK not in cell.source:
+                cell.outputs = []
+    ran.metadata.pop("papermill", None)
+    ran.metadata["jupytext"] = {"formats": "ipynb,py:percent"}
+    nbformat.write(ran, target)
+    return target
+
+
+def main() -> None:
+    chapters = sys.argv[1:] or sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
+    for chapter in chapters:
+        print(f"{sync(chapter)} synced")
+    subprocess.run(["git", "status", "--short", str(NOTEBOOKS)], check=False)
+
+
+if __name__ == "__main__":
+    main()
