@@ -1,0 +1,389 @@
+"""Chapter "FedCKD": the experiment grid of Tables I-V and Figs. 1, 4, 5, and the paper's numbers.
+
+Three grids share one ``Params``: the main comparison (Tables I-III, Figs. 4-5: datasets x
+practical/pathological x client scenarios x methods x seeds), the annealing ablation (Table IV:
+FedCKD with γ = 1) and the sensitivity study (Table V: α, participation r, backbones).
+``experiments(params)`` is their union, which the resumable sweep runs.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from ..algorithms import Context, algorithm_class, algorithm_config
+from ..data import data_dir
+from ..experiment import ExperimentConfig, default_device, select_clients
+from ..federation import DataConfig, build_federated_data
+from ..report import parse_list
+from ..training import TrainConfig, accuracy
+
+# The model of each dataset: pFedSD's simple CNNs (FedCKD: "adhering to the model outlined in [7]").
+MODEL_FOR = {"fashion_mnist": "pfedsd_cnn_mnist", "cifar10": "cnn5", "cifar100": "pfedsd_cnn_cifar100"}
+# Classes per client in the pathological setting, s = 2 / 2 / 20 (section IV-A).
+CLASSES_PER_CLIENT = {"fashion_mnist": 2, "cifar10": 2, "cifar100": 20}
+SETTINGS = {"practical": "dirichlet", "pathological": "pathological"}
+METHODS = ["fedavg", "fedprox", "fedper", "lg_fedavg", "pfedme", "fedfomo", "pfedsd", "fedckd"]
+METHOD_NAMES = {"local": "Local", "fedavg": "FedAvg", "fedprox": "FedProx", "fedper": "FedPer",
+                "lg_fedavg": "LG-FedAvg", "pfedme": "pFedMe", "fedfomo": "FedFomo", "pfedsd": "pFedSD",
+                "fedckd": "FedCKD"}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """n clients, participation r, T rounds (FedCKD: 20 / 1.0 / 50 and 100 / 0.1 / 100)."""
+
+    clients: int
+    participation: float
+    rounds: int
+
+
+def parse_scenarios(text: str) -> list[Scenario]:
+    """"20:1.0:50,100:0.1:100" -> [Scenario(20, 1.0, 50), Scenario(100, 0.1, 100)]."""
+    scenarios = []
+    for part in parse_list(text, str, "scenarios"):
+        try:
+            n, r, t = part.strip().split(":")
+            scenario = Scenario(int(n), float(r), int(t))
+        except ValueError as error:
+            raise ValueError(f"scenarios must be comma-separated n:r:T triples (got {part!r})") from error
+        if scenario.clients < 1 or not 0 < scenario.participation <= 1 or scenario.rounds < 1:
+            raise ValueError(f"scenarios need n >= 1, 0 < r <= 1, T >= 1 (got {part!r})")
+        scenarios.append(scenario)
+    return scenarios
+
+
+def _names(text: str, known, name: str, allow_empty: bool = False) -> list[str]:
+    if allow_empty and not str(text).strip():
+        return []
+    values = [v.strip() for v in parse_list(text, str, name)]
+    for value in values:
+        if value not in known:
+            raise ValueError(f"{name} must be among {sorted(known)} (got {value!r})")
+    return values
+
+
+@dataclass(frozen=True)
+class Params:
+    """The notebook's parameters; the defaults are the smoke profile. ``pool_size`` 0 splits the
+    whole training split; empty ``annealing_datasets`` / ``sensitivity_dataset`` skip Tables IV / V."""
+
+    profile: str = "smoke"
+    datasets: str = "fashion_mnist"
+    settings: str = "practical"
+    scenarios: str = "4:1.0:2"
+    algorithms: str = "fedavg,pfedsd,fedckd"
+    seeds: int = 1
+    alpha: float = 0.1
+    pool_size: int = 600
+    local_test_size: int = 100
+    global_test_size: int = 500
+    local_epochs: int = 1
+    batch_size: int = 64
+    lr: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 1e-5
+    mixed_precision: bool = False
+    eval_every: int = 1
+    fedprox_mu: float = 0.01
+    annealing_datasets: str = ""
+    sensitivity_dataset: str = ""
+    sensitivity_alphas: str = "0.01,0.1,1.0"
+    sensitivity_participations: str = "0.2,0.6,1.0"
+    sensitivity_models: str = "resnet8,mobilenet_v2"
+    forgetting_rounds: int = 2
+
+    def __post_init__(self) -> None:
+        _names(self.datasets, MODEL_FOR, "datasets")
+        _names(self.settings, SETTINGS, "settings")
+        _names(self.algorithms, METHOD_NAMES, "algorithms")
+        _names(self.annealing_datasets, MODEL_FOR, "annealing_datasets", allow_empty=True)
+        _names(self.sensitivity_dataset, MODEL_FOR, "sensitivity_dataset", allow_empty=True)
+        parse_scenarios(self.scenarios)
+        for alpha in [self.alpha, *parse_list(self.sensitivity_alphas, float, "sensitivity_alphas")]:
+            if not alpha > 0:
+                raise ValueError(f"alpha and sensitivity_alphas must be > 0 (got {alpha})")
+        for r in parse_list(self.sensitivity_participations, float, "sensitivity_participations"):
+            if not 0 < r <= 1:
+                raise ValueError(f"sensitivity_participations must be in (0, 1] (got {r})")
+        for name in ("seeds", "local_epochs", "batch_size", "eval_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 (got {getattr(self, name)})")
+        for name in ("pool_size", "local_test_size", "global_test_size", "forgetting_rounds", "fedprox_mu"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (got {getattr(self, name)})")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0 (got {self.lr})")
+
+    @property
+    def train(self) -> TrainConfig:
+        return TrainConfig(epochs=self.local_epochs, batch_size=self.batch_size, lr=self.lr,
+                           momentum=self.momentum, weight_decay=self.weight_decay,
+                           mixed_precision=self.mixed_precision)
+
+
+def algorithm_params(params: Params, algorithm: str) -> dict:
+    """Only the parameters that differ from each method's defaults (FedProx's μ)."""
+    return {"mu": params.fedprox_mu} if algorithm == "fedprox" else {}
+
+
+def data_config(params: Params, dataset: str, setting: str, clients: int, alpha: float | None = None) -> DataConfig:
+    return DataConfig(
+        dataset=dataset, num_clients=clients, partition=SETTINGS[setting],
+        alpha=params.alpha if alpha is None else alpha, classes_per_client=CLASSES_PER_CLIENT[dataset],
+        pool_size=params.pool_size or None, local_test_size=params.local_test_size,
+    )
+
+
+def run_config(params: Params, algorithm: str, data: DataConfig, scenario: Scenario, seed: int,
+               model: str | None = None, extra: dict | None = None) -> ExperimentConfig:
+    return ExperimentConfig(
+        algorithm=algorithm, algorithm_params={**algorithm_params(params, algorithm), **(extra or {})},
+        data=data, model=model or MODEL_FOR[data.dataset], train=params.train, rounds=scenario.rounds,
+        participation=scenario.participation, eval_every=params.eval_every,
+        global_test_size=params.global_test_size or None, seed=seed,
+    )
+
+
+def main_grid(params: Params) -> list[ExperimentConfig]:
+    """Tables I-III, Figs. 4-5: dataset x setting x scenario x method x seed."""
+    return [
+        run_config(params, algorithm, data_config(params, dataset, setting, scenario.clients), scenario, seed)
+        for dataset in _names(params.datasets, MODEL_FOR, "datasets")
+        for setting in _names(params.settings, SETTINGS, "settings")
+        for scenario in parse_scenarios(params.scenarios)
+        for algorithm in _names(params.algorithms, METHOD_NAMES, "algorithms")
+        for seed in range(params.seeds)
+    ]
+
+
+def annealing_grid(params: Params) -> list[ExperimentConfig]:
+    """Table IV: FedCKD with annealing (γ = 0.99) and without (γ = 1), practical, first scenario."""
+    scenario = parse_scenarios(params.scenarios)[0]
+    return [
+        run_config(params, "fedckd", data_config(params, dataset, "practical", scenario.clients), scenario, seed,
+                   extra={"gamma": gamma})
+        for dataset in _names(params.annealing_datasets, MODEL_FOR, "annealing_datasets", allow_empty=True)
+        for gamma in (algorithm_config("fedckd", {}).gamma, 1.0)
+        for seed in range(params.seeds)
+    ]
+
+
+def sensitivity_grid(params: Params) -> list[ExperimentConfig]:
+    """Table V: vary α, then r, then the backbone, around (α, first scenario, the dataset's CNN)."""
+    datasets = _names(params.sensitivity_dataset, MODEL_FOR, "sensitivity_dataset", allow_empty=True)
+    if not datasets:
+        return []
+    dataset, base = datasets[0], parse_scenarios(params.scenarios)[0]
+    variants = (
+        [(data_config(params, dataset, "practical", base.clients, alpha), base, None)
+         for alpha in parse_list(params.sensitivity_alphas, float, "sensitivity_alphas")]
+        + [(data_config(params, dataset, "practical", base.clients), replace(base, participation=r), None)
+           for r in parse_list(params.sensitivity_participations, float, "sensitivity_participations")]
+        + [(data_config(params, dataset, "practical", base.clients), base, model.strip())
+           for model in parse_list(params.sensitivity_models, str, "sensitivity_models")]
+    )
+    return [run_config(params, algorithm, data, scenario, seed, model=model)
+            for data, scenario, model in variants
+            for algorithm in _names(params.algorithms, METHOD_NAMES, "algorithms")
+            for seed in range(params.seeds)]
+
+
+def experiments(params: Params) -> list[ExperimentConfig]:
+    """Every run of the chapter, each once."""
+    unique = {}
+    for config in main_grid(params) + annealing_grid(params) + sensitivity_grid(params):
+        unique.setdefault(repr(config), config)
+    return list(unique.values())
+
+
+# --- Fig. 1: forgetting -----------------------------------------------------------------------
+
+def forgetting_trace(config: ExperimentConfig, rounds: int) -> pd.DataFrame:
+    """Each selected client's accuracy on its local test set just *before* it receives the
+    global model (its own model after local training) and just *after* (the freshly averaged
+    global model that replaces it), round by round (FedCKD Fig. 1b).
+
+    Runs ``config``'s algorithm (one that keeps personal models and a global model, e.g.
+    FedCKD or pFedSD) for ``rounds`` rounds outside the record cache.
+    """
+    data = build_federated_data(config.data, config.seed)
+    ctx = Context(data=data, model_name=config.model, train=config.train, device=default_device(), seed=config.seed)
+    algorithm = algorithm_class(config.algorithm)(algorithm_config(config.algorithm, config.algorithm_params), ctx)
+    if algorithm.global_model() is None:
+        raise ValueError(f"algorithm {config.algorithm!r} has no global model to receive")
+    sampler = np.random.default_rng([config.seed, 2])
+    rows = []
+    for round_index in range(1, rounds + 1):
+        algorithm.begin_round(round_index)
+        selected = select_clients(sampler, data.num_clients, config.participation)
+        uploads = {k: algorithm.client_update(k, algorithm.download(k)) for k in selected}
+        before = {k: accuracy(copy.deepcopy(algorithm.personal_model(k)), data.dataset, data.client_test[k])
+                  for k in selected}
+        algorithm.server_update(uploads)
+        for k in selected:
+            after = accuracy(algorithm.global_model(), data.dataset, data.client_test[k])
+            rows.append({"round": round_index, "client": k, "before": before[k], "after": after})
+    return pd.DataFrame(rows)
+
+
+# --- The paper's numbers ----------------------------------------------------------------------
+
+PAPER_COLUMNS = ["fedavg", "fedprox", "fedper", "lg_fedavg", "pfedme", "fedfomo", "pfedsd", "fedckd"]
+
+# Table I (practical, Dir(0.1)) and Table II (pathological, s = 2/2/20): mean ± std over 3 seeds, %.
+_TABLE_I = {
+    ("fashion_mnist", 20): "90.15 0.10 90.05 0.13 96.30 0.03 95.22 0.22 93.24 0.08 95.38 0.04 96.57 0.08 96.61 0.06",
+    ("fashion_mnist", 100): "86.82 0.39 76.78 0.30 94.99 0.17 91.41 0.08 92.05 0.08 92.06 0.14 95.97 0.06 95.98 0.04",
+    ("cifar10", 20): "50.44 0.68 50.50 0.78 80.74 0.47 78.61 0.31 79.51 0.28 79.29 0.34 82.08 0.46 82.94 0.13",
+    ("cifar10", 100): "49.04 0.80 42.11 0.95 78.89 0.90 71.60 1.52 74.62 0.72 73.16 0.65 80.22 0.24 81.41 0.35",
+    ("cifar100", 20): "32.24 0.32 32.50 0.55 52.12 0.22 40.71 0.05 38.42 0.71 44.67 0.37 55.27 0.30 57.25 0.07",
+    ("cifar100", 100): "29.13 0.18 14.27 0.35 44.45 0.64 21.61 0.21 27.07 0.25 26.48 0.27 48.91 0.77 50.20 0.39",
+}
+_TABLE_II = {
+    ("fashion_mnist", 20): "75.71 0.27 75.40 1.06 99.42 0.01 99.15 0.04 98.76 0.03 99.28 0.01 99.45 0.01 99.49 0.01",
+    ("fashion_mnist", 100): "84.13 0.44 74.38 0.90 97.28 0.12 95.70 0.08 94.87 0.03 96.14 0.41 97.42 0.04 97.49 0.02",
+    ("cifar10", 20): "45.37 0.53 45.86 1.12 91.69 0.10 92.21 0.36 89.69 0.39 91.66 0.17 92.52 0.24 92.83 0.16",
+    ("cifar10", 100): "43.52 1.70 38.24 1.39 86.66 0.24 79.25 1.63 80.47 1.10 81.62 0.54 86.81 0.32 87.24 0.20",
+    ("cifar100", 20): "31.92 0.23 32.16 0.32 55.57 0.26 45.48 0.63 38.66 1.21 48.84 0.11 59.54 0.01 60.70 0.02",
+    ("cifar100", 100): "27.88 0.35 13.32 0.37 47.01 0.50 18.96 0.30 26.96 0.30 25.21 0.63 50.99 0.43 52.48 0.15",
+}
+# Table III (practical, n = 100): mean accuracy ± std *across the 100 clients*, %.
+_TABLE_III = {
+    "fedper": "94.69 5.08 79.25 10.20 44.45 5.93", "lg_fedavg": "91.31 7.20 72.56 12.26 21.78 4.95",
+    "pfedme": "92.14 6.82 75.43 11.29 26.82 5.07", "fedfomo": "91.96 6.79 73.09 11.91 26.43 5.52",
+    "pfedsd": "95.92 3.88 80.17 9.23 48.62 6.00", "fedckd": "96.03 3.98 81.02 8.84 49.86 5.56",
+}
+# Table V (CIFAR-100, n = 20): columns α = 0.01, 0.1, 1; r = 0.2, 0.6, 1.0; ResNet-8, MobileNetV2.
+_TABLE_V_COLUMNS = [("alpha", 0.01), ("alpha", 0.1), ("alpha", 1.0), ("participation", 0.2),
+                    ("participation", 0.6), ("participation", 1.0), ("model", "resnet8"), ("model", "mobilenet_v2")]
+_TABLE_V = {
+    "fedavg": "29.02 0.43 31.54 0.35 33.78 0.33 28.09 0.15 31.54 0.35 32.24 0.32 23.57 1.72 31.92 1.10",
+    "fedprox": "18.19 0.44 21.23 0.46 31.42 0.43 16.52 0.42 21.23 0.46 32.50 0.55 20.81 0.66 31.36 0.75",
+    "fedper": "64.47 0.43 52.14 0.65 34.12 0.27 53.25 0.13 52.14 0.65 52.12 0.22 57.20 0.68 59.74 0.38",
+    "lg_fedavg": "54.27 0.64 37.77 0.08 21.36 0.58 29.53 0.73 37.77 0.08 40.71 0.05 16.02 0.26 18.26 1.33",
+    "pfedme": "46.97 0.67 38.64 0.38 24.95 0.35 36.97 0.52 38.64 0.38 38.42 0.71 32.96 0.98 42.88 0.77",
+    "fedfomo": "58.52 0.37 44.14 0.21 29.41 0.03 42.42 0.29 44.14 0.21 44.67 0.37 45.62 0.31 41.87 0.34",
+    "pfedsd": "67.11 0.58 56.61 0.34 37.81 0.33 55.24 0.55 56.61 0.34 55.27 0.30 59.74 0.90 63.28 0.28",
+    "fedckd": "67.85 0.26 57.11 0.27 40.64 0.36 56.81 0.28 57.11 0.27 57.25 0.07 60.30 0.10 63.45 0.27",
+}
+
+
+def _pairs(text: str) -> list[tuple[float, float]]:
+    numbers = [float(x) for x in text.split()]
+    return list(zip(numbers[::2], numbers[1::2]))
+
+
+def paper_accuracy_table(setting: str) -> pd.DataFrame:
+    """Table I ("practical") or II ("pathological") as rows (dataset, clients, algorithm, mean, std)."""
+    table = {"practical": _TABLE_I, "pathological": _TABLE_II}[setting]
+    return pd.DataFrame([
+        {"dataset": dataset, "clients": n, "algorithm": algorithm, "mean": mean, "std": std}
+        for (dataset, n), text in table.items()
+        for algorithm, (mean, std) in zip(PAPER_COLUMNS, _pairs(text))
+    ])
+
+
+def paper_table3() -> pd.DataFrame:
+    """Table III: (algorithm, dataset, mean, client_std) at n = 100, practical setting."""
+    return pd.DataFrame([
+        {"algorithm": algorithm, "dataset": dataset, "mean": mean, "client_std": std}
+        for algorithm, text in _TABLE_III.items()
+        for dataset, (mean, std) in zip(["fashion_mnist", "cifar10", "cifar100"], _pairs(text))
+    ])
+
+
+def paper_table4() -> pd.DataFrame:
+    """Table IV: FedCKD on CIFAR-100, n = 20, practical, with and without annealing."""
+    return pd.DataFrame([{"dataset": "cifar100", "annealing": False, "mean": 57.08, "std": 0.15},
+                         {"dataset": "cifar100", "annealing": True, "mean": 57.25, "std": 0.07}])
+
+
+def paper_table5() -> pd.DataFrame:
+    """Table V: (algorithm, varied, value, mean, std) on CIFAR-100, n = 20.
+
+    As printed, the α = 0.1 column equals the r = 0.6 column and the r = 1.0 column equals
+    Table I (CIFAR-100, n = 20), although r = 1.0 is said to be the default of the study.
+    """
+    return pd.DataFrame([
+        {"algorithm": algorithm, "varied": varied, "value": value, "mean": mean, "std": std}
+        for algorithm, text in _TABLE_V.items()
+        for (varied, value), (mean, std) in zip(_TABLE_V_COLUMNS, _pairs(text))
+    ])
+
+
+def offline_copy(dataset: str) -> bool:
+    """Whether ``dataset`` is in the offline data directory (CIFAR-100 is not, here)."""
+    return (data_dir() / f"{dataset}.npz").exists()
+
+
+# --- Tables of ours -----------------------------------------------------------------------------
+
+SETTING_OF_PARTITION = {partition: setting for setting, partition in SETTINGS.items()}
+NOT_REPRODUCED = "not reproduced: no offline copy of {dataset} here"
+
+
+def summary(records) -> pd.DataFrame:
+    """One tidy row per run: what varies in this chapter, final and best-round ALMA, client std."""
+    rows = []
+    for record in records:
+        config, final = record.config, record.final
+        rows.append({
+            "dataset": config["data"]["dataset"],
+            "setting": SETTING_OF_PARTITION[config["data"]["partition"]],
+            "clients": config["data"]["num_clients"],
+            "participation": config["participation"],
+            "rounds": config["rounds"],
+            "alpha": config["data"]["alpha"],
+            "model": config["model"],
+            "algorithm": config["algorithm"],
+            "gamma": config["algorithm_params"].get("gamma"),
+            "seed": config["seed"],
+            "alma": final["alma"],
+            "best_alma": max(row["alma"] for row in record.history),
+            "client_std": final["client_acc_std"],
+            "client_accuracies": record.client_accuracies,
+            "profile": record.profile,
+        })
+    return pd.DataFrame(rows)
+
+
+def compare_accuracy(ours: pd.DataFrame, setting: str) -> pd.DataFrame:
+    """Table I or II: the paper's cells beside ours (final ALMA, mean ± std over seeds, %).
+
+    Our runs are set beside the paper's scenario of the nearest client scale (n = 20 or 100;
+    column ``our n`` says what ran). Cells of datasets without an offline copy say so; other
+    cells without a run say "not run".
+    """
+    from ..report import compare_with_paper, mean_std
+
+    keys = ["dataset", "clients", "algorithm"]
+    frame = ours[ours.setting == setting]
+    frame = frame.assign(our_n=frame.clients, clients=[paper_scale(n) for n in frame.clients])
+    table = compare_with_paper(mean_std(frame, keys, "alma"), paper_accuracy_table(setting), keys, digits=2)
+    our_n = frame.groupby(keys)["our_n"].agg(lambda n: ",".join(str(v) for v in sorted(set(n))))
+    table.insert(3, "our n", [our_n.get(tuple(row), "") for row in table[keys].itertuples(index=False)])
+    missing = [not offline_copy(d) for d in table.dataset]
+    table.loc[missing, "ours"] = [NOT_REPRODUCED.format(dataset=d) for d in table.dataset[missing]]
+    table["algorithm"] = table.algorithm.map(METHOD_NAMES)
+    return table
+
+
+def paper_scale(clients: int) -> int:
+    """The paper's client scale (20 or 100) a run of ``clients`` clients is compared with."""
+    return 20 if clients < 60 else 100
+
+
+def per_client_difference(ours: pd.DataFrame, better: str = "fedckd", worse: str = "pfedsd") -> pd.DataFrame:
+    """Fig. 5: per-client final accuracy of ``better`` minus ``worse`` (same config and seed), %."""
+    keys = ["dataset", "setting", "clients", "participation", "alpha", "model", "seed"]
+    a = ours[(ours.algorithm == better) & ours.gamma.ne(1.0)].set_index(keys)
+    b = ours[ours.algorithm == worse].set_index(keys)
+    rows = []
+    for key in a.index.intersection(b.index):
+        diff = (np.asarray(a.loc[key, "client_accuracies"]) - np.asarray(b.loc[key, "client_accuracies"])) * 100
+        rows += [{**dict(zip(keys, key)), "client": k, "difference": d} for k, d in enumerate(diff)]
+    return pd.DataFrame(rows)
