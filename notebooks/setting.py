@@ -52,7 +52,7 @@ participation = 1.0
 local_epochs = 1
 batch_size = 32
 lr = 0.05
-momentum = 0.5
+momentum = 0.9
 mixed_precision = False
 
 # %%

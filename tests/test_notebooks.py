@@ -47,3 +47,17 @@ def test_bad_parameters_through_papermill_give_one_clear_error(tmp_path, paramet
                                    parameters=parameters, progress_bar=False)
     assert error.value.ename == "ValueError"
     assert message in error.value.evalue
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_parameters_cell_defaults_are_the_chapters_smoke_params(chapter):
+    import dataclasses
+
+    from fedkd_core.chapters import chapter_module
+
+    twin = nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4)
+    cell = next(c for c in twin.cells if "parameters" in c.metadata.get("tags", []))
+    namespace: dict = {}
+    exec(cell.source, namespace)  # flat scalar assignments only
+    defaults = dataclasses.asdict(chapter_module(chapter).Params())
+    assert {k: namespace[k] for k in defaults} == defaults

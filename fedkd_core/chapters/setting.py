@@ -33,7 +33,7 @@ class Params:
     local_epochs: int = 1
     batch_size: int = 32
     lr: float = 0.05
-    momentum: float = 0.5
+    momentum: float = 0.9
     mixed_precision: bool = False
 
     def __post_init__(self) -> None:
@@ -49,6 +49,7 @@ class Params:
             raise ValueError(f"seeds must be >= 1 (got {self.seeds})")
         if self.samples_per_client < 0:
             raise ValueError(f"samples_per_client must be >= 0 (got {self.samples_per_client})")
+        experiments(self)  # every run's config validates its own fields (num_clients, rounds, ...)
 
 
 def experiments(params: Params) -> list[ExperimentConfig]:
