@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .algorithms import Context, algorithm_class, algorithm_config
 from .algorithms.base import message_bytes

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import yaml
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .chapters import chapter_module
 from .results import load_record, run_experiment
