@@ -246,7 +246,7 @@ def curve_panels(frame, panels, title):
     fig, axes = plt.subplots(1, len(panels), figsize=(4.3 * len(panels), 3.5), squeeze=False, sharey=True)
     for ax, (alpha, size) in zip(axes[0], panels):
         plots.learning_curves(frame[(frame.alpha == alpha) & (frame["size"] == size)], ax,
-                              hue="method", title=f"α = {alpha}, |D_n| = {size}")
+                              hue="method", title=f"α = {alpha:g}, |D_n| = {int(size)}")
     fig.suptitle(title)
     fig.tight_layout()
 
