@@ -68,7 +68,6 @@ example_rounds = 1
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 from IPython.display import display
 
 from fedkd_core import plots, report
@@ -76,7 +75,6 @@ from fedkd_core.chapters import knfu
 from fedkd_core.models import InputShape, make_model
 from fedkd_core.results import run_experiment
 
-torch.set_num_threads(1)  # small CNNs on a shared 2-core CPU: one thread avoids oversubscription
 
 params = knfu.Params(
     profile=profile, datasets=datasets, mnist_alphas=mnist_alphas, mnist_sizes=mnist_sizes,
