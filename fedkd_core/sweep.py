@@ -19,6 +19,14 @@ from .chapters import chapter_module
 from .results import load_record, run_experiment
 
 
+def describe(config) -> str:
+    """One line naming what distinguishes a run within a sweep."""
+    data = config.data
+    size = f" n={data.samples_per_client}" if data.samples_per_client else ""
+    return (f"{config.algorithm:14s} {data.dataset} {data.partition}(alpha={data.alpha}) "
+            f"{data.num_clients} clients{size} seed={config.seed}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("chapter")
@@ -37,8 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     for config in tqdm(todo[: args.limit], desc=f"sweep {args.chapter}"):
         record = run_experiment(config, profile=params.profile, progress=False)
-        tqdm.write(f"{config.algorithm:14s} {config.data.dataset} alpha={config.data.alpha} seed={config.seed}: "
-                   f"ALMA {record.final['alma']:.4f} ({record.timings['total_seconds']:.0f} s)")
+        tqdm.write(f"{describe(config)}: ALMA {record.final['alma']:.4f} ({record.timings['total_seconds']:.0f} s)")
     print(f"finished in {time.perf_counter() - start:.0f} s")
 
 
