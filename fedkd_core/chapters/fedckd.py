@@ -8,7 +8,6 @@ FedCKD with γ = 1) and the sensitivity study (Table V: α, participation r, bac
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -216,16 +215,17 @@ def forgetting_trace(config: ExperimentConfig, rounds: int) -> pd.DataFrame:
     if algorithm.global_model() is None:
         raise ValueError(f"algorithm {config.algorithm!r} has no global model to receive")
     sampler = np.random.default_rng([config.seed, 2])
+    amp = config.train.mixed_precision
     rows = []
     for round_index in range(1, rounds + 1):
         algorithm.begin_round(round_index)
         selected = select_clients(sampler, data.num_clients, config.participation)
         uploads = {k: algorithm.client_update(k, algorithm.download(k)) for k in selected}
-        before = {k: accuracy(copy.deepcopy(algorithm.personal_model(k)), data.dataset, data.client_test[k])
+        before = {k: accuracy(algorithm.personal_model(k), data.dataset, data.client_test[k], mixed_precision=amp)
                   for k in selected}
         algorithm.server_update(uploads)
         for k in selected:
-            after = accuracy(algorithm.global_model(), data.dataset, data.client_test[k])
+            after = accuracy(algorithm.global_model(), data.dataset, data.client_test[k], mixed_precision=amp)
             rows.append({"round": round_index, "client": k, "before": before[k], "after": after})
     return pd.DataFrame(rows)
 
