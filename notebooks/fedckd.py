@@ -118,6 +118,7 @@ params
 # `fedkd_core.algorithms.fedckd.FedCKDConfig` (this table is read from the code):
 
 # %%
+# NBVAL_CHECK_OUTPUT
 choices = {
     "lam": ("λ = 0.50", "§IV-A"),
     "temperature": ("τ = 3", "§IV-A"),

@@ -95,6 +95,7 @@ params
 # schedule and how $d_{n,m}=0$ is handled; those are our choices and remain parameters.
 
 # %%
+# NBVAL_CHECK_OUTPUT
 hyperparameters = pd.DataFrame([
     ("clients N", "20", params.num_clients, "paper, Sec. IV-A"),
     ("Dir(α), MNIST", "0.1, 0.25, 0.5, 1", params.mnist_alphas, "paper, Table 1"),

@@ -37,10 +37,9 @@ def sync(chapter: str) -> Path:
     for cell in ran.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
-        if cell.cell_type == "code":
-            cell.execution_count = None
-            if CHECK_MARK not in cell.source:
-                cell.outputs = []
+        if cell.cell_type == "code" and CHECK_MARK not in cell.source:
+            cell.execution_count = None  # nbval treats a cell with a count as run: keep it only
+            cell.outputs = []            # where the reference output is kept
     ran.metadata.pop("papermill", None)
     ran.metadata["jupytext"] = {"formats": "ipynb,py:percent"}
     nbformat.write(ran, target)
