@@ -100,6 +100,7 @@ def save_record(record: RunRecord, root=None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
         json.dump(record.__dict__, handle, indent=1)
+    os.chmod(handle.name, 0o644)  # NamedTemporaryFile creates 0600; records are for everyone
     os.replace(handle.name, path)
     return path
 
