@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -108,7 +109,13 @@ def train(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total, steps = total + float(loss.detach()), steps + 1
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                raise FloatingPointError(
+                    f"training loss became {value} (lr={config.lr}, optimizer={config.optimizer}, "
+                    f"mixed_precision={config.mixed_precision}); lower lr or turn mixed_precision off"
+                )
+            total, steps = total + value, steps + 1
     return total / max(steps, 1)
 
 

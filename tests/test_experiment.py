@@ -88,3 +88,15 @@ def test_bad_experiment_config_is_one_clear_error(changes, parameter):
         return
     with pytest.raises(ValueError, match=parameter):
         config(changes.pop("algorithm", "fedavg"), **changes)
+
+
+def test_a_diverging_run_stops_with_a_clear_error(mnist):
+    import numpy as np
+    import torch
+
+    from fedkd_core.training import train
+
+    model = make_model("knfu_m1", InputShape(1, 28, 10), seed=0)
+    with pytest.raises(FloatingPointError, match="lower lr"):
+        train(model, mnist, np.arange(256), TrainConfig(batch_size=32, lr=1e6, momentum=0.9),
+              generator=torch.Generator().manual_seed(0))
