@@ -82,18 +82,10 @@ from IPython.display import Markdown, display
 
 from fedkd_core import plots, report
 from fedkd_core.algorithms import algorithm_config
-from fedkd_core.chapters import fedckd as chapter
+from fedkd_core.chapters import notebook_params, fedckd as chapter
 from fedkd_core.results import run_experiment
 
-params = chapter.Params(
-    profile=profile, datasets=datasets, settings=settings, scenarios=scenarios, algorithms=algorithms,
-    seeds=seeds, alpha=alpha, pool_size=pool_size, local_test_size=local_test_size,
-    global_test_size=global_test_size, local_epochs=local_epochs, batch_size=batch_size, lr=lr,
-    momentum=momentum, weight_decay=weight_decay, mixed_precision=mixed_precision, eval_every=eval_every,
-    fedprox_mu=fedprox_mu, annealing_datasets=annealing_datasets, sensitivity_dataset=sensitivity_dataset,
-    sensitivity_alphas=sensitivity_alphas, sensitivity_participations=sensitivity_participations,
-    sensitivity_models=sensitivity_models, forgetting_rounds=forgetting_rounds,
-)
+params = notebook_params(chapter.Params, globals())
 params
 
 # %% [markdown]

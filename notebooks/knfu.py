@@ -71,20 +71,12 @@ import pandas as pd
 from IPython.display import display
 
 from fedkd_core import plots, report
-from fedkd_core.chapters import knfu
+from fedkd_core.chapters import notebook_params, knfu
 from fedkd_core.models import InputShape, make_model
 from fedkd_core.results import run_experiment
 
 
-params = knfu.Params(
-    profile=profile, datasets=datasets, mnist_alphas=mnist_alphas, mnist_sizes=mnist_sizes,
-    cifar_alphas=cifar_alphas, cifar_sizes=cifar_sizes, algorithms=algorithms, seeds=seeds,
-    num_clients=num_clients, rounds=rounds, cifar_rounds=cifar_rounds, local_test_size=local_test_size,
-    eval_every=eval_every, optimizer=optimizer, lr=lr, momentum=momentum, local_epochs=local_epochs,
-    finetune_epochs=finetune_epochs, lam=lam, beta=beta, entropy_threshold=entropy_threshold,
-    mixed_precision=mixed_precision, example_alpha=example_alpha, example_size=example_size,
-    example_rounds=example_rounds,
-)
+params = notebook_params(knfu.Params, globals())
 params
 
 # %% [markdown]

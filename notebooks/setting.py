@@ -62,17 +62,11 @@ import pandas as pd
 from IPython.display import display
 
 from fedkd_core import partition, plots, report
-from fedkd_core.chapters import setting
+from fedkd_core.chapters import notebook_params, setting
 from fedkd_core.data import load_dataset
 from fedkd_core.results import run_experiment
 
-params = setting.Params(
-    profile=profile, datasets=datasets, alphas=alphas, algorithms=algorithms, seeds=seeds,
-    num_clients=num_clients, samples_per_client=samples_per_client, local_test_size=local_test_size,
-    global_test_size=global_test_size, rounds=rounds, participation=participation,
-    local_epochs=local_epochs, batch_size=batch_size, lr=lr, momentum=momentum,
-    mixed_precision=mixed_precision,
-)
+params = notebook_params(setting.Params, globals())
 params
 
 # %% [markdown]

@@ -40,6 +40,7 @@ def test_every_chapter_has_a_parameters_cell_and_profiles(chapter):
     ({"datasets": "imagenet"}, "datasets must be among"),
     ({"algorithms": "fedsgd"}, "algorithm must be one of"),
     ({"samples_per_client": 20_000}, "samples_per_client"),
+    ({"alpha": 0.1}, "unknown parameter(s) 'alpha' (did you mean 'alphas'?)"),
 ])
 def test_bad_parameters_through_papermill_give_one_clear_error(tmp_path, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError) as error:

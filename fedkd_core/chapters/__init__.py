@@ -6,6 +6,8 @@ A chapter module defines ``Params`` (a frozen dataclass of the notebook's flat p
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import importlib
 from types import ModuleType
 
@@ -20,3 +22,27 @@ def chapter_module(name: str) -> ModuleType:
     if name not in CHAPTERS:
         raise ValueError(f"chapter must be one of {sorted(CHAPTERS)} (got {name!r})")
     return importlib.import_module(CHAPTERS[name])
+
+
+# Names IPython itself puts into a notebook's namespace.
+IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+
+
+def notebook_params(params_class: type, namespace: dict):
+    """The chapter's ``Params`` from a notebook's global variables (its parameters cell plus
+    whatever papermill injected). A variable that is not a parameter of the chapter, such as a
+    misspelt ``papermill -p alpha 0.1``, is a ValueError naming the chapter's real parameters,
+    where papermill alone would only warn and run with the defaults.
+    """
+    names = {f.name for f in dataclasses.fields(params_class)}
+    given = {
+        key: value for key, value in namespace.items()
+        if not key.startswith("_") and key not in IPYTHON_NAMES
+        and not isinstance(value, ModuleType) and not callable(value)
+    }
+    unknown = sorted(set(given) - names)
+    if unknown:
+        hints = [f"{u!r} (did you mean {', '.join(map(repr, m))}?)" if (m := difflib.get_close_matches(u, names, 2, 0.5))
+                 else repr(u) for u in unknown]
+        raise ValueError(f"unknown parameter(s) {', '.join(hints)}; this chapter's parameters are {sorted(names)}")
+    return params_class(**{key: given[key] for key in names if key in given})
