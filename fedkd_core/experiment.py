@@ -63,6 +63,10 @@ def select_clients(rng: np.random.Generator, num_clients: int, participation: fl
     return sorted(rng.choice(num_clients, size=count, replace=False).tolist())
 
 
+def cuda_devices() -> list[int]:
+    return list(range(torch.cuda.device_count()))
+
+
 def simulate(
     config: ExperimentConfig,
     *,
@@ -70,26 +74,40 @@ def simulate(
     device: torch.device | None = None,
     progress: bool = True,
 ) -> dict:
-    """Run ``config`` and return its history and final per-client accuracies (plain data)."""
-    data = data or build_federated_data(config.data, config.seed)
-    ctx = Context(data=data, model_name=config.model, train=config.train,
-                  device=device or default_device(), seed=config.seed)
+    """Run ``config`` and return its history, final per-client accuracies and totals (plain data).
+
+    torch's global generators (dropout masks and any other implicit randomness) are seeded from
+    ``config.seed`` for the run and restored afterwards, so a run depends on its config alone,
+    not on what ran before it in the same process.
+    """
+    with torch.random.fork_rng(devices=cuda_devices()):
+        torch.manual_seed(int(np.random.default_rng([config.seed, 5]).integers(2**62)))
+        return _simulate(config, data or build_federated_data(config.data, config.seed),
+                         device or default_device(), progress)
+
+
+def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.device, progress: bool) -> dict:
+    ctx = Context(data=data, model_name=config.model, train=config.train, device=device, seed=config.seed)
     algorithm = algorithm_class(config.algorithm)(algorithm_config(config.algorithm, config.algorithm_params), ctx)
     sampler = np.random.default_rng([config.seed, 2])
     global_test = _global_test_indices(data, config)
     history = []
+    totals = {"train_seconds": 0.0, "bytes_up": 0, "bytes_down": 0}
     bar = tqdm(range(1, config.rounds + 1), desc=f"{config.algorithm} {config.data.dataset}",
                disable=not progress, leave=False)
     for round_index in bar:
         start = time.perf_counter()
         traffic = _run_round(algorithm, round_index, select_clients(sampler, data.num_clients, config.participation))
         seconds = time.perf_counter() - start
+        totals = {"train_seconds": totals["train_seconds"] + seconds,
+                  "bytes_up": totals["bytes_up"] + traffic["bytes_up"],
+                  "bytes_down": totals["bytes_down"] + traffic["bytes_down"]}
         if round_index % config.eval_every == 0 or round_index == config.rounds:
             row = {"round": round_index, **traffic, "seconds": seconds,
                    **evaluate(algorithm, data, global_test, config.train.mixed_precision)}
             history.append(row)
             bar.set_postfix(alma=f"{row['alma']:.3f}")
-    return {"history": history, "client_accuracies": history[-1]["client_accuracies"]}
+    return {"history": history, "client_accuracies": history[-1]["client_accuracies"], "totals": totals}
 
 
 def _run_round(algorithm, round_index: int, selected: list[int]) -> dict:

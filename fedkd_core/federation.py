@@ -142,7 +142,10 @@ def local_test_sets(
     pools = {c: np.flatnonzero(test_labels == c) for c in range(train_histograms.shape[1])}
     tests = []
     for histogram in train_histograms:
-        counts = _largest_remainder(histogram / max(histogram.sum(), 1), size)
+        if histogram.sum() == 0:  # a client without training data has nothing to be tested on
+            tests.append(np.array([], dtype=np.int64))
+            continue
+        counts = _largest_remainder(histogram / histogram.sum(), size)
         picked = [
             rng.choice(pools[c], size=min(n, len(pools[c])), replace=False)
             for c, n in enumerate(counts)

@@ -192,8 +192,8 @@ def check_model_name(name: str) -> None:
 
 
 def make_model(name: str, shape: InputShape, seed: int) -> SplitModel:
-    """Build ``name`` with weights drawn from ``seed`` (the global RNG is left untouched)."""
+    """Build ``name`` with weights drawn from ``seed`` (the global RNGs are left untouched)."""
     check_model_name(name)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count()))):
         torch.manual_seed(seed)
         return MODELS[name](shape)

@@ -132,7 +132,7 @@ def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = Tru
         history=outcome["history"],
         client_accuracies=outcome["client_accuracies"],
         timings={"total_seconds": time.perf_counter() - start,
-                 "train_seconds": sum(r["seconds"] for r in outcome["history"]),
+                 **outcome["totals"],  # train seconds and bytes over every round, evaluated or not
                  "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
         environment=environment(),
         profile=profile,

@@ -100,3 +100,15 @@ def test_a_diverging_run_stops_with_a_clear_error(mnist):
     with pytest.raises(FloatingPointError, match="lower lr"):
         train(model, mnist, np.arange(256), TrainConfig(batch_size=32, lr=1e6, momentum=0.9),
               generator=torch.Generator().manual_seed(0))
+
+
+def test_runs_with_dropout_depend_on_their_config_alone():
+    import torch
+
+    tiny = DataConfig("mnist", num_clients=2, partition="iid", pool_size=64, local_test_size=32)
+    cfg = config("fedavg", model="pfedsd_cnn_mnist", data=tiny, rounds=1, global_test_size=64)
+    first = simulate(cfg, progress=False)["history"]
+    torch.rand(1000)  # whatever ran before must not matter
+    again = simulate(cfg, progress=False)["history"]
+    assert first[0]["client_accuracies"] == again[0]["client_accuracies"]
+    assert first[0]["global_acc"] == again[0]["global_acc"]

@@ -1,8 +1,9 @@
 """FedFomo (Zhang et al., ICLR 2021): personalised first-order model optimisation.
 
-The server keeps every client's latest uploaded model and an affinity matrix P (initially the
-identity). A selected client k downloads the M models with the largest affinity P[k, ·]
-(itself first, through the identity) and weighs each by its first-order gain on a held-out
+The server keeps the models uploaded in the last round and an affinity matrix P (initially the
+identity). A selected client k downloads the M of those models with the largest affinity P[k, ·]
+(its own first, through the identity, when it was selected last round; none in the first
+round, as in PFLlib's ``serverfomo``) and weighs each by its first-order gain on a held-out
 validation split of its own data,
 
     w_n = (L_k(θ_k^old) − L_k(θ_n)) / ||θ_n − θ_k^old||,
@@ -61,7 +62,7 @@ class FedFomo(Algorithm):
     def __init__(self, config: FedFomoConfig, ctx):
         super().__init__(config, ctx)
         self.models = PersonalModels(ctx)
-        self.uploaded = {k: parameters_message(ctx.initial_model) for k in range(ctx.data.num_clients)}
+        self.uploaded: dict[int, Message] = {}  # the models uploaded in the last round, by client
         self.affinity = torch.eye(ctx.data.num_clients)
         self.parameter_names = [n for n, _ in ctx.initial_model.named_parameters()]
 
@@ -72,7 +73,9 @@ class FedFomo(Algorithm):
         return (indices[: len(indices) - size], indices[len(indices) - size:]) if size else (indices, indices)
 
     def download(self, client: int) -> Message:
-        chosen = torch.topk(self.affinity[client], min(self.config.num_models, len(self.uploaded))).indices
+        pool = torch.tensor(sorted(self.uploaded), dtype=torch.long)
+        count = min(self.config.num_models, len(pool))
+        chosen = pool[torch.topk(self.affinity[client, pool], count).indices] if count else pool
         message = {"ids": chosen.clone()}
         for slot, source in enumerate(chosen.tolist()):
             message.update({f"m{slot}.{name}": t for name, t in self.uploaded[source].items()})
@@ -101,13 +104,14 @@ class FedFomo(Algorithm):
                      if t.is_floating_point() else t for name, t in old.items()}
             model.load_state_dict(mixed)
         train(model, self.ctx.data.dataset, train_idx, self.ctx.train, generator=self.ctx.generator)
-        return {**parameters_message(model), "fomo.ids": torch.tensor(ids), "fomo.weights": raw.float()}
+        return {**parameters_message(model), "fomo.ids": torch.tensor(ids, dtype=torch.long),
+                "fomo.weights": raw.float()}
 
     def server_update(self, uploads: dict[int, Message]) -> None:
         for client, upload in uploads.items():
-            ids, weights = upload["fomo.ids"], upload["fomo.weights"]
-            self.affinity[client, ids] += weights
-            self.uploaded[client] = {n: t for n, t in upload.items() if not n.startswith("fomo.")}
+            self.affinity[client, upload["fomo.ids"]] += upload["fomo.weights"]
+        self.uploaded = {client: {n: t for n, t in upload.items() if not n.startswith("fomo.")}
+                         for client, upload in uploads.items()}
 
     def personal_model(self, client: int):
         return self.models[client]

@@ -6,7 +6,7 @@ solves the inner problem θ = argmin_θ f(θ; batch) + (λ/2)||θ − w||² with
 (CharlieDinh/pFedMe ``userpFedMe.py`` and ``pFedMeOptimizer``). After E epochs it uploads w;
 the server sets w_g ← (1 − β) w_g + β · mean(w). The personalised model evaluated is θ.
 
-Defaults from the official README: K = 5, λ = 15, η_p = 0.09 (personal learning rate),
+Defaults are the argument-parser defaults of the official code (CharlieDinh/pFedMe main.py): K = 5, λ = 15, η_p = 0.09 (personal learning rate),
 μ_p = 0.001, β = 1; η is the chapter's learning rate. As in PFLlib, E counts epochs over the
 client's batches (the official code's ``local_epochs`` counts single batches).
 """
