@@ -49,13 +49,14 @@ FIRST_ROUND_RULES = ("global_only", "ce_only", "global_twice")
 
 
 @dataclass(frozen=True)
-class FedCKDConfig:
+class SelfDistillationConfig:
+    """What pFedSD and FedCKD share: the weight and temperature of each KL term and the choices
+    around them (the fields are documented in the module docstring)."""
+
     lam: float = 0.5  # λ, the weight of each distillation term (paper: 0.50)
     temperature: float = 3.0  # τ (paper: 3)
-    gamma: float = 0.99  # annealing decay per round (paper: 0.99); 1.0 switches annealing off
     kl_direction: str = "teacher_student"
     scale_t2: bool = True
-    first_round: str = "global_only"
     untrained_client: str = "global"
     aggregation: str = "size"
 
@@ -64,11 +65,20 @@ class FedCKDConfig:
             raise ValueError(f"lam must be >= 0 (got {self.lam})")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0 (got {self.temperature})")
+        check_choice(self.kl_direction, KL_DIRECTIONS, "kl_direction")
+        check_choice(self.untrained_client, UNTRAINED_CLIENT_MODEL, "untrained_client")
+
+
+@dataclass(frozen=True)
+class FedCKDConfig(SelfDistillationConfig):
+    gamma: float = 0.99  # annealing decay per round (paper: 0.99); 1.0 switches annealing off
+    first_round: str = "global_only"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if not 0 < self.gamma <= 1:
             raise ValueError(f"gamma must be in (0, 1] (got {self.gamma})")
-        check_choice(self.kl_direction, KL_DIRECTIONS, "kl_direction")
         check_choice(self.first_round, FIRST_ROUND_RULES, "first_round")
-        check_choice(self.untrained_client, UNTRAINED_CLIENT_MODEL, "untrained_client")
 
 
 def annealed_lambda(lam: float, gamma: float, round_index: int) -> float:

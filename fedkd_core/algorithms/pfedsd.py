@@ -17,26 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fedckd import KL_DIRECTIONS, fedckd_loss
-from .from_global import UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice
+from .fedckd import SelfDistillationConfig, fedckd_loss
+from .from_global import FromGlobal
 
 
 @dataclass(frozen=True)
-class PFedSDConfig:
-    lam: float = 0.5
-    temperature: float = 3.0
-    kl_direction: str = "teacher_student"
-    scale_t2: bool = True
-    untrained_client: str = "global"
-    aggregation: str = "size"
-
-    def __post_init__(self) -> None:
-        if self.lam < 0:
-            raise ValueError(f"lam must be >= 0 (got {self.lam})")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0 (got {self.temperature})")
-        check_choice(self.kl_direction, KL_DIRECTIONS, "kl_direction")
-        check_choice(self.untrained_client, UNTRAINED_CLIENT_MODEL, "untrained_client")
+class PFedSDConfig(SelfDistillationConfig):
+    """λ, τ and the KL choices, shared with FedCKD; no global teacher, no annealing."""
 
 
 class PFedSD(FromGlobal):
