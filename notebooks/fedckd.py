@@ -151,7 +151,8 @@ display(pd.concat([hyper, training], ignore_index=True))
 # global model has "forgotten" what the client had learnt. We measure it directly on a short
 # FedCKD run in the first setting of the grid: for every selected client and round, the
 # accuracy on its local test set of its own model just after local training (*before* it
-# receives the global model) and of the global model it receives next (*after*).
+# receives the global model) and of the global model it receives next (*after*). Bars are means
+# over clients, whiskers span the middle half of the clients.
 
 # %%
 first = chapter.main_grid(params)[0]
@@ -162,7 +163,7 @@ if params.forgetting_rounds:
                            var_name="model", value_name="accuracy")
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     sns.barplot(data=long.assign(accuracy=long.accuracy * 100), x="round", y="accuracy", hue="model",
-                errorbar="sd", ax=ax)
+                errorbar=("pi", 50), ax=ax)  # bars: mean over clients; whiskers: their middle half
     ax.set(ylabel="local test accuracy (%)",
            title=f"{first.data.dataset}, {chapter.SETTING_OF_PARTITION[first.data.partition]}, n = {first.data.num_clients}")
     fig.tight_layout()
