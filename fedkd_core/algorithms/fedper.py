@@ -7,16 +7,8 @@ pFedSD's ``is_part_update`` with the classifier as the personal part.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .partial import PartialSharing
 
 
-@dataclass(frozen=True)
-class FedPerConfig:
-    evaluate_with_latest_shared: bool = True
-
-
 class FedPer(PartialSharing):
-    Config = FedPerConfig
     shared_prefix = "features."

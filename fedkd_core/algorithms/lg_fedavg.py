@@ -9,16 +9,8 @@ not used, as FedCKD's comparison gives every method the same rounds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .partial import PartialSharing
 
 
-@dataclass(frozen=True)
-class LGFedAvgConfig:
-    evaluate_with_latest_shared: bool = True
-
-
 class LGFedAvg(PartialSharing):
-    Config = LGFedAvgConfig
     shared_prefix = "head."

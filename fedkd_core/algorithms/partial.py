@@ -11,13 +11,25 @@ the body (see the two modules for the sources of each split).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..aggregate import weighted_average
 from ..training import train
 from .base import Algorithm, Message, PersonalModels, parameters_message
 
 
+@dataclass(frozen=True)
+class PartialSharingConfig:
+    """evaluate_with_latest_shared: evaluate a client's personal part joined to the latest
+    shared part (True) or to the shared part it last trained with (False)."""
+
+    evaluate_with_latest_shared: bool = True
+
+
 class PartialSharing(Algorithm):
-    """Subclasses set ``shared_prefix``. The config needs ``evaluate_with_latest_shared``."""
+    """Subclasses set ``shared_prefix``."""
+
+    Config = PartialSharingConfig
 
     shared_prefix = ""
 
