@@ -9,7 +9,7 @@ and normalises per batch (:meth:`ImageDataset.to_float`), so there is no per-sam
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -47,6 +47,7 @@ class ImageDataset:
     num_classes: int
     mean: tuple[float, ...]
     std: tuple[float, ...]
+    _resident: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @property
     def in_channels(self) -> int:
@@ -63,6 +64,53 @@ class ImageDataset:
         mean = torch.tensor(self.mean, device=x.device).view(1, -1, 1, 1)
         std = torch.tensor(self.std, device=x.device).view(1, -1, 1, 1)
         return (x - mean) / std
+
+    def on(self, device: torch.device | str) -> "ResidentDataset":
+        """The dataset normalised once and kept on ``device``, so training gathers batches there.
+
+        Made on first use per device and cached (CIFAR-10 in float32: 740 MB).
+        """
+        device = torch.device(device)
+        if device not in self._resident:
+            self._resident[device] = ResidentDataset(
+                train=ResidentSplit.of(self, self.x_train, self.y_train, device),
+                test=ResidentSplit.of(self, self.x_test, self.y_test, device),
+                fill=self.to_float(torch.zeros(1, 1, 1, self.in_channels, dtype=torch.uint8)).view(-1).to(device),
+            )
+        return self._resident[device]
+
+
+@dataclass(frozen=True)
+class ResidentSplit:
+    """One split on a device: normalised float32 images stored (N, H, W, C) and int64 labels.
+
+    Rows gathered from the NHWC store are channels-last batches without a copy of their own.
+    """
+
+    images: torch.Tensor
+    labels: torch.Tensor
+
+    @staticmethod
+    def of(dataset: "ImageDataset", images: torch.Tensor, labels: torch.Tensor, device: torch.device) -> "ResidentSplit":
+        chunks = [dataset.to_float(images[i:i + 4096]).permute(0, 2, 3, 1).contiguous()
+                  for i in range(0, len(images), 4096)]
+        store = torch.cat(chunks) if chunks else torch.zeros(0, *images.shape[1:3], dataset.in_channels)
+        return ResidentSplit(store.to(device), labels.to(device))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass(frozen=True)
+class ResidentDataset:
+    train: ResidentSplit
+    test: ResidentSplit
+    fill: torch.Tensor  # a black pixel, normalised: what zero padding of the raw image becomes
+
+    def split(self, name: str) -> ResidentSplit:
+        if name not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test' (got {name!r})")
+        return self.train if name == "train" else self.test
 
 
 def data_dir(root: str | os.PathLike | None = None) -> Path:

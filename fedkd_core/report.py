@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .results import RunRecord, history_table  # noqa: F401  (re-exported for chapters)
+from .results import RunRecord, history_table, record_precision  # noqa: F401  (re-exported for chapters)
 
 
 def flatten_config(config: dict, prefix: str = "") -> dict:
@@ -33,6 +33,7 @@ def final_metrics(records: Sequence[RunRecord]) -> pd.DataFrame:
             "global_acc": final["global_acc"],
             "bytes_per_round": np.mean([r["bytes_up"] + r["bytes_down"] for r in record.history]),
             "profile": record.profile,
+            "precision": record_precision(record),
         })
     return pd.DataFrame(rows)
 
@@ -45,8 +46,9 @@ def mean_std(frame: pd.DataFrame, by: list[str], value: str, scale: float = 100.
         "std": grouped.std(ddof=0) * scale,
         "n": grouped.count(),
     })
-    if "profile" in frame:
-        out["profile"] = frame.groupby(by, sort=False)["profile"].agg(lambda p: "+".join(sorted(set(p))))
+    for label in ("profile", "precision"):  # which profiles and precisions produced each row
+        if label in frame:
+            out[label] = frame.groupby(by, sort=False)[label].agg(lambda p: "+".join(sorted(set(p))))
     return out.reset_index()
 
 
@@ -69,7 +71,8 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str],
                      for m, s in zip(merged["mean_ours"], merged["std_ours"])]
     table["ours − paper"] = (merged["mean_ours"] - merged["mean_paper"]).round(digits)
     table["seeds"] = merged["n"].fillna(0).astype(int)
-    table["profile"] = merged.get("profile", pd.Series([""] * len(merged))).fillna("")
+    for label in ("profile", "precision"):
+        table[label] = merged.get(label, pd.Series([""] * len(merged))).fillna("")
     return table
 
 

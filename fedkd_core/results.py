@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from .experiment import ExperimentConfig, default_device, simulate
+from .precision import precision_name, use_bf16
 
 # Bump when a change to the code makes earlier records stale; it is part of every key.
 RECORD_VERSION = 1
@@ -41,9 +42,23 @@ def results_dir(root: str | os.PathLike | None = None) -> Path:
     return Path("~/.cache/fedkd/results").expanduser()
 
 
-def config_hash(config: ExperimentConfig) -> str:
-    text = json.dumps({"version": RECORD_VERSION, **config.resolved()}, sort_keys=True)
+# Settings that say how a run executes, not what it computes, as the device and the thread count
+# do: each record stores what was used (environment "precision", "device", "threads"), and the key
+# leaves them out, so a record made in bf16 on one machine serves a reader whose CPU runs fp32.
+EXECUTION_SETTINGS = (("train", "mixed_precision"),)
+
+
+def key_of(resolved: dict) -> str:
+    """The record key of a resolved config (``ExperimentConfig.resolved()``)."""
+    fields = json.loads(json.dumps(resolved))  # a deep copy that is plain JSON data
+    for section, name in EXECUTION_SETTINGS:
+        fields.get(section, {}).pop(name, None)
+    text = json.dumps({"version": RECORD_VERSION, **fields}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def config_hash(config: ExperimentConfig) -> str:
+    return key_of(config.resolved())
 
 
 @dataclass(frozen=True)
@@ -86,7 +101,23 @@ def load_record(config: ExperimentConfig, root=None) -> RunRecord | None:
     base = results_dir(root)
     key = config_hash(config)
     found = sorted(base.glob(f"*/{config.algorithm}/{key}.json"), key=_profile_rank)
-    return RunRecord(**json.loads(found[0].read_text())) if found else None
+    return read_record(found[0]) if found else None
+
+
+class RecordError(ValueError):
+    """A stored record that cannot be read back."""
+
+
+def read_record(path: Path) -> RunRecord:
+    """The record stored at ``path``; a RecordError naming the file and the way out otherwise."""
+    try:
+        return RunRecord(**json.loads(Path(path).read_text()))
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
+        raise RecordError(
+            f"results record {path} cannot be read ({type(error).__name__}: {error}). It may be "
+            "truncated, hand-edited or hold merge-conflict markers. Restore it (for a committed "
+            f"record: git checkout -- {path}) or delete it to run that experiment again."
+        ) from error
 
 
 def _profile_rank(path: Path) -> int:
@@ -105,7 +136,8 @@ def save_record(record: RunRecord, root=None) -> Path:
     return path
 
 
-def environment() -> dict:
+def environment(device: torch.device, bf16: bool) -> dict:
+    """Where and how a run executed: versions, device and its model, threads, precision."""
     import torchvision
 
     return {
@@ -113,10 +145,32 @@ def environment() -> dict:
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
         "numpy": np.__version__,
-        "device": str(default_device()),
+        "device": str(device),
+        "device_name": device_name(device),
         "threads": torch.get_num_threads(),
+        "precision": precision_name(bf16),
         "machine": platform.machine(),
     }
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model name as /proc/cpuinfo gives it."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def record_precision(record: RunRecord) -> str:
+    """The precision a record ran in (records from before it was stored: the setting they forced)."""
+    if "precision" in record.environment:
+        return record.environment["precision"]
+    return precision_name(record.config["train"].get("mixed_precision") is True)
 
 
 def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = True,
@@ -125,7 +179,8 @@ def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = Tru
     if use_cache and (stored := load_record(config, root)) is not None:
         return stored
     start = time.perf_counter()
-    outcome = simulate(config, data=data, progress=progress)
+    device = default_device()
+    outcome = simulate(config, data=data, device=device, progress=progress)
     record = RunRecord(
         config=config.resolved(),
         key=config_hash(config),
@@ -134,7 +189,7 @@ def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = Tru
         timings={"total_seconds": time.perf_counter() - start,
                  **outcome["totals"],  # train seconds and bytes over every round, evaluated or not
                  "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
-        environment=environment(),
+        environment=environment(device, use_bf16(config.train.mixed_precision, device)),
         profile=profile,
     )
     save_record(record, root)

@@ -1,23 +1,32 @@
-"""Run a chapter's whole grid, resumably: finished runs are skipped, new ones saved at once.
+"""Run a chapter's whole grid, resumably and on several processes: finished runs are skipped.
 
-    python -m fedkd_core.sweep CHAPTER --params notebooks/params/paper/CHAPTER.yaml [--dry-run]
+    python -m fedkd_core.sweep CHAPTER --params notebooks/params/paper/CHAPTER.yaml [--workers N]
+    python -m fedkd_core.sweep CHAPTER --params ... --dry-run      # done / claimed / left
 
-Records go to ``<results>/<profile>/<algorithm>/<key>.json`` (see fedkd_core.results); stop
-it at any time and run the same command again to continue where it stopped. On a machine with
-spare cores, a second process with ``--reverse`` works through the grid from the other end.
+Records go to ``<results>/<profile>/<algorithm>/<key>.json`` (see fedkd_core.results); stop it
+at any time and run the same command again to continue where it stopped. ``--workers N`` starts
+N processes (one torch thread each unless OMP_NUM_THREADS says otherwise) that claim runs with
+claim files (fedkd_core.claims): no run is done twice, also across several sweep commands or
+machines sharing the results folder, and the claim of a killed worker is taken over.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import time
+import traceback
+from queue import Empty
 from pathlib import Path
 
+import torch
 import yaml
 from tqdm import tqdm
 
+from . import claims
 from .chapters import chapter_module
-from .results import load_record, run_experiment
+from .results import config_hash, load_record, results_dir, run_experiment
 
 
 def describe(config) -> str:
@@ -28,30 +37,117 @@ def describe(config) -> str:
             f"{data.num_clients} clients{size} seed={config.seed}")
 
 
+def load_grid(chapter: str, params_file: Path):
+    params = chapter_module(chapter).Params(**(yaml.safe_load(Path(params_file).read_text()) or {}))
+    return params, chapter_module(chapter).experiments(params)
+
+
+def status(configs, profile: str) -> dict[str, list]:
+    """The grid split into done, claimed by a live worker, and left (stale claims count as left)."""
+    root = results_dir()
+    held = claims.claims_in(root, profile)
+    split = {"done": [], "claimed": [], "left": []}
+    for config in configs:
+        key = config_hash(config)
+        if load_record(config) is not None:
+            split["done"].append(config)
+        elif key in held and not claims.is_stale(held[key]):
+            split["claimed"].append(config)
+        else:
+            split["left"].append(config)
+    return split
+
+
+def work(chapter: str, params_file: Path, limit: int | None, report) -> None:
+    """Claim and run what is left of the grid, in grid order, until nothing is left.
+
+    ``report(kind, text)`` is told of every finished run ("done") and failure ("error").
+    """
+    params, configs = load_grid(chapter, params_file)
+    root, ran = results_dir(), 0
+    for config in configs:
+        if limit is not None and ran >= limit:
+            return
+        if load_record(config) is not None:
+            continue
+        claim = claims.claim_path(root, params.profile, config_hash(config))
+        if not claims.try_claim(claim):
+            continue
+        try:
+            if load_record(config) is not None:  # finished by another worker just before our claim
+                continue
+            record = run_experiment(config, profile=params.profile, progress=False)
+            ran += 1
+            report("done", f"{describe(config)}: ALMA {record.final['alma']:.4f} "
+                           f"({record.timings['total_seconds']:.0f} s)")
+        except Exception as error:
+            report("error", f"{describe(config)}: {type(error).__name__}: {error}\n{traceback.format_exc()}")
+            raise
+        finally:
+            claims.release(claim)
+
+
+def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, queue) -> None:
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(threads)
+    work(chapter, params_file, limit, lambda kind, text: queue.put((kind, text)))
+
+
+def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None, total: int) -> int:
+    """Start ``workers`` processes on the grid; show their progress; the number of failures."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    processes = [context.Process(target=_worker, args=(chapter, params_file, limit, threads, queue), daemon=True)
+                 for _ in range(workers)]
+    for process in processes:
+        process.start()
+    failures = 0
+    with tqdm(total=total, desc=f"sweep {chapter} ({workers} workers)") as bar:
+        while True:
+            alive = any(p.is_alive() for p in processes)  # read before draining: no message is missed
+            try:
+                kind, text = queue.get(timeout=1.0)
+            except Empty:
+                if alive:
+                    continue
+                break
+            if kind == "done":
+                bar.update(1)
+                tqdm.write(text)
+            else:
+                failures += 1
+                tqdm.write(f"FAILED {text}")
+    for process in processes:
+        process.join()
+    crashed = sum(1 for p in processes if p.exitcode != 0)  # a failed run, or killed / out of memory
+    return max(failures, crashed)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("chapter")
     parser.add_argument("--params", type=Path, required=True, help="papermill YAML of the profile")
-    parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
-    parser.add_argument("--limit", type=int, default=None, help="run at most this many new runs")
-    parser.add_argument("--reverse", action="store_true",
-                        help="run the grid from its end (a second process can then meet the first)")
+    parser.add_argument("--workers", type=int, default=1, help="processes claiming runs (default 1)")
+    parser.add_argument("--dry-run", action="store_true", help="count done / claimed / left, run nothing")
+    parser.add_argument("--limit", type=int, default=None, help="each worker runs at most this many new runs")
     args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers must be >= 1 (got {args.workers})")
 
-    chapter = chapter_module(args.chapter)
-    params = chapter.Params(**(yaml.safe_load(args.params.read_text()) or {}))
-    configs = chapter.experiments(params)
-    todo = [c for c in configs if load_record(c) is None][:: -1 if args.reverse else 1]
-    print(f"{args.chapter} ({params.profile}): {len(configs)} runs, {len(configs) - len(todo)} done, {len(todo)} to run")
+    params, configs = load_grid(args.chapter, args.params)
+    split = status(configs, params.profile)
+    print(f"{args.chapter} ({params.profile}): {len(configs)} runs: {len(split['done'])} done, "
+          f"{len(split['claimed'])} claimed by running workers, {len(split['left'])} left")
     if args.dry_run:
+        for config in split["claimed"]:
+            print(f"  claimed: {describe(config)}")
         return
     start = time.perf_counter()
-    for config in tqdm(todo[: args.limit], desc=f"sweep {args.chapter}"):
-        if load_record(config) is not None:  # another sweep process finished it meanwhile
-            continue
-        record = run_experiment(config, profile=params.profile, progress=False)
-        tqdm.write(f"{describe(config)}: ALMA {record.final['alma']:.4f} ({record.timings['total_seconds']:.0f} s)")
-    print(f"finished in {time.perf_counter() - start:.0f} s")
+    failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]))
+    print(f"finished in {time.perf_counter() - start:.0f} s" + (f", {failures} failed" if failures else ""))
+    if failures:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ local_epochs = 1
 batch_size = 32
 lr = 0.05
 momentum = 0.9
-mixed_precision = False
+mixed_precision = "auto"
 
 # %%
 import matplotlib.pyplot as plt

@@ -19,6 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from ..aggregate import weighted_average
+from ..precision import use_bf16
 from ..training import autocast, iterate_batches
 from .base import Algorithm, Message, PersonalModels, parameters_message
 
@@ -77,12 +78,14 @@ class PFedMe(Algorithm):
         local = list(self.local.parameters())
         theta_model.train()
         device = theta[0].device
+        bf16 = use_bf16(train_config.mixed_precision, device)
         for _ in range(train_config.epochs):
             for batch in iterate_batches(self.ctx.data.dataset, self.ctx.data.client_train[client],
-                                         train_config.batch_size, device=device, generator=self.ctx.generator):
+                                         train_config.batch_size, device=device, generator=self.ctx.generator,
+                                         augment=train_config.augment):
                 for _ in range(c.inner_steps):
                     theta_model.zero_grad(set_to_none=False)
-                    with autocast(device, train_config.mixed_precision):
+                    with autocast(device, bf16):
                         loss = F.cross_entropy(theta_model(batch.x), batch.y)
                     loss.backward()
                     moreau_inner_step(theta, local, c.lam, c.personal_lr, c.inner_weight_decay)

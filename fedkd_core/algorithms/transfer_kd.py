@@ -131,7 +131,7 @@ class TransferDistillation(Algorithm):
             return distillation_loss(model(batch.x), batch.y, targets[batch.position], kept[batch.position], lam)
 
         train(self.models[client], data.dataset, data.transfer, self.ctx.train, generator=self.ctx.generator,
-              loss_fn=loss_fn, epochs=self.config.finetune_epochs)
+              loss_fn=loss_fn, epochs=self.config.finetune_epochs, augment=False)
 
     def personal_model(self, client: int):
         return self.models[client]

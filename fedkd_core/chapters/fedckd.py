@@ -17,7 +17,7 @@ from ..algorithms import Context, algorithm_class, algorithm_config
 from ..data import data_dir
 from ..experiment import ExperimentConfig, default_device, select_clients
 from ..federation import DataConfig, build_federated_data
-from ..report import parse_list
+from ..report import parse_list, record_precision
 from ..training import TrainConfig, accuracy
 
 # The model of each dataset: pFedSD's simple CNNs (FedCKD: "adhering to the model outlined in [7]").
@@ -85,7 +85,7 @@ class Params:
     lr: float = 0.01
     momentum: float = 0.9
     weight_decay: float = 1e-5
-    mixed_precision: bool = False
+    mixed_precision: bool | str = "auto"  # bf16 where native (fedkd_core.precision)
     eval_every: int = 1
     fedprox_mu: float = 0.01
     annealing_datasets: str = ""
@@ -347,6 +347,7 @@ def summary(records) -> pd.DataFrame:
             "client_std": final["client_acc_std"],
             "client_accuracies": record.client_accuracies,
             "profile": record.profile,
+            "precision": record_precision(record),
         })
     return pd.DataFrame(rows)
 

@@ -16,7 +16,7 @@ import torch
 from ..algorithms import Context, algorithm_class, algorithm_config
 from ..experiment import ExperimentConfig, default_device
 from ..federation import DataConfig, build_federated_data
-from ..report import parse_list
+from ..report import parse_list, record_precision
 from ..training import TrainConfig
 
 MODEL_FOR = {"mnist": "knfu_m1", "cifar10": "knfu_m2"}
@@ -63,7 +63,7 @@ class Params:
     lam: float = 1.0
     beta: float = 10.0
     entropy_threshold: float = 0.5
-    mixed_precision: bool = True
+    mixed_precision: bool | str = "auto"  # bf16 where native (fedkd_core.precision)
     example_alpha: float = 0.5
     example_size: int = 50
     example_rounds: int = 1
@@ -307,14 +307,17 @@ def paper_profile_records(root=None) -> list:
 
 
 def final_table(records) -> pd.DataFrame:
-    """One row per run: its cell, seed, final ALMA and profile."""
+    """One row per run: its cell, seed, final ALMA, profile and precision."""
+
     rows = []
     for record in records:
         dataset, alpha, size, algorithm = cell_of(record)
         rows.append({"dataset": dataset, "alpha": alpha, "size": size, "algorithm": algorithm,
                      "method": METHODS.get(algorithm, algorithm), "seed": record.config["seed"],
-                     "alma": record.final["alma"], "profile": record.profile})
-    return pd.DataFrame(rows, columns=["dataset", "alpha", "size", "algorithm", "method", "seed", "alma", "profile"])
+                     "alma": record.final["alma"], "profile": record.profile,
+                     "precision": record_precision(record)})
+    return pd.DataFrame(rows, columns=["dataset", "alpha", "size", "algorithm", "method", "seed", "alma", "profile",
+                                       "precision"])
 
 
 def history_frame(records) -> pd.DataFrame:

@@ -34,7 +34,7 @@ class Params:
     batch_size: int = 32
     lr: float = 0.05
     momentum: float = 0.9
-    mixed_precision: bool = False
+    mixed_precision: bool | str = "auto"  # bf16 where native (fedkd_core.precision)
 
     def __post_init__(self) -> None:
         for alpha in parse_list(self.alphas, float, "alphas"):

@@ -1,0 +1,58 @@
+"""Which arithmetic a run uses: bf16 autocast only where the hardware makes it faster.
+
+bf16 autocast is 2-3x faster for the chapters' small CNNs on a CPU with native bf16 (Intel AMX
+or AVX512-BF16) and on CUDA devices with bf16, but 5-9x *slower* on CPUs without it (measured on
+an AVX2-only AMD EPYC: KnFu M1 853 vs 112 samples/s). ``mixed_precision`` is therefore a setting
+with three values: ``"auto"`` (bf16 exactly where it is native), ``True`` and ``False`` (forced).
+
+Precision is an execution detail, like the device and the thread count: it is recorded beside
+them in each run record and is not part of the record's key (see results/README.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+MIXED_PRECISION_SETTINGS = ("auto", True, False)
+
+
+def check_mixed_precision(setting) -> None:
+    if not (isinstance(setting, bool) or setting == "auto"):
+        raise ValueError(f"mixed_precision must be 'auto', true or false (got {setting!r})")
+
+
+def cpu_has_native_bf16() -> bool:
+    """True on CPUs with AMX tiles or AVX512-BF16 (torch's own capability probes)."""
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    found = [getattr(torch.cpu, name) for name in probes if hasattr(torch.cpu, name)]
+    if found:
+        return any(probe() for probe in found)
+    return _cpuinfo_has_bf16_flags()  # older torch without the probes
+
+
+def _cpuinfo_has_bf16_flags(path: Path = Path("/proc/cpuinfo")) -> bool:
+    try:
+        flags = set(path.read_text().split())
+    except OSError:
+        return False
+    return bool(flags & {"amx_bf16", "avx512_bf16"})
+
+
+def bf16_is_native(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return cpu_has_native_bf16()
+    return False
+
+
+def use_bf16(setting, device: torch.device) -> bool:
+    """Whether a run with ``mixed_precision=setting`` on ``device`` uses bf16 autocast."""
+    check_mixed_precision(setting)
+    return bf16_is_native(device) if setting == "auto" else bool(setting)
+
+
+def precision_name(bf16: bool) -> str:
+    return "bf16" if bf16 else "fp32"
