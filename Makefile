@@ -1,7 +1,8 @@
 # fedkd: two commands do everything on a fresh machine with Python 3.11.
 #   make book   set up .venv, prepare data, execute every chapter (quick profile), render the book
 #   make test   set up .venv, prepare data, run the whole test suite (unit, end-to-end, nbval)
-# Other targets: make chapter CH=knfu [PROFILE=quick|smoke|paper], make sweep CH=knfu, make notebooks.
+# Other targets: make chapter CH=knfu [PROFILE=quick|smoke|paper], make sweep CH=knfu [WORKERS=2],
+# make notebooks, make benchmark. JOBS (default: the number of cores) processes run chapters and tests.
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -14,8 +15,11 @@ export FEDKD_DATA ?= $(HOME)/.cache/fedkd
 export OMP_NUM_THREADS ?= 1
 CHAPTERS := $(basename $(notdir $(wildcard notebooks/*.py)))
 PROFILE ?= quick
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+WORKERS ?= $(JOBS)
+LOGS := book/_build/logs
 
-.PHONY: book test setup data chapters chapter sweep notebooks benchmark clean
+.PHONY: book test setup data chapter sweep notebooks benchmark clean
 
 setup: $(VENV)/.installed
 
@@ -37,29 +41,48 @@ data: setup
 		echo "data: no offline copies in $(SHARED_DATA); datasets will be downloaded on first use"; \
 	fi
 
+# First each chapter's experiment grid runs as a sweep on JOBS worker processes (the runs are
+# independent, so both cores stay busy however unequal the chapters are); then the chapters,
+# which find those records, execute JOBS at a time, one process each, each into its own log.
+# A failing chapter stops the build, naming the chapter and its log.
 book: data
-	@mkdir -p book/chapters
-	@for ch in $(CHAPTERS); do \
-		echo "== chapter $$ch (profile $(PROFILE))"; \
-		$(BIN)/papermill notebooks/$$ch.ipynb book/chapters/$$ch.ipynb \
-			-f notebooks/params/$(PROFILE)/$$ch.yaml --log-level WARNING || exit 1; \
-	done
+	@start=$$(date +%s); \
+	for ch in $(CHAPTERS); do \
+		$(BIN)/python -m fedkd_core.sweep $$ch --params notebooks/params/$(PROFILE)/$$ch.yaml --workers $(JOBS) \
+			|| { echo "error: the $(PROFILE) grid of chapter $$ch failed (see the lines above)"; exit 1; }; \
+	done; \
+	echo "== experiment grids done in $$(( $$(date +%s) - start )) s"; \
+	$(MAKE) --no-print-directory -j$(JOBS) $(addprefix chapter-,$(CHAPTERS)) PROFILE=$(PROFILE) || exit 1; \
+	echo "== chapters executed in $$(( $$(date +%s) - start )) s"
 	$(BIN)/jupyter-book build book/
 	@echo "book: open book/_build/html/index.html"
+
+chapter-%:
+	@mkdir -p book/chapters $(LOGS)
+	@echo "== chapter $* (profile $(PROFILE)) started, log: $(LOGS)/$*.log"
+	@start=$$(date +%s); \
+	if $(BIN)/papermill notebooks/$*.ipynb book/chapters/$*.ipynb -f notebooks/params/$(PROFILE)/$*.yaml \
+			--log-level WARNING > $(LOGS)/$*.log 2>&1; then \
+		echo "== chapter $* done in $$(( $$(date +%s) - start )) s"; \
+	else \
+		tail -n 30 $(LOGS)/$*.log; \
+		echo "error: chapter $* failed (profile $(PROFILE)); its whole log: $(LOGS)/$*.log"; exit 1; \
+	fi
 
 chapter: data
 	@mkdir -p book/chapters
 	$(BIN)/papermill notebooks/$(CH).ipynb book/chapters/$(CH).ipynb -f notebooks/params/$(PROFILE)/$(CH).yaml
 
 sweep: data
-	$(BIN)/python -m fedkd_core.sweep $(CH) --params notebooks/params/paper/$(CH).yaml
+	$(BIN)/python -m fedkd_core.sweep $(CH) --params notebooks/params/paper/$(CH).yaml --workers $(WORKERS)
 
 # Regenerate the .ipynb twins from the jupytext sources (notebooks/*.py are the source of truth).
 notebooks: data
 	$(BIN)/python tools/sync_notebooks.py $(CHAPTERS)
 
+# One xdist worker per core; --dist loadfile keeps each notebook's cells on one worker (one kernel).
 test: data
-	$(BIN)/python -m pytest tests notebooks --nbval-lax -p no:cacheprovider; status=$$?; \
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests notebooks --nbval-lax -p no:cacheprovider; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests"; fi; exit $$status
 
 benchmark: data

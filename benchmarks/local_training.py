@@ -3,7 +3,8 @@
     python benchmarks/local_training.py [--batch-size 32] [--samples 4096]
 
 Trains one client model with fedkd_core.training.train (SGD, CE) on real data, in float32 and
-with bf16 autocast, and prints samples/second for each. Not a test: numbers depend on the machine.
+with bf16 autocast, and prints samples/second for each and which of the two ``auto`` picks on this
+CPU. Not a test: numbers depend on the machine, so the CPU model is printed with them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import torch
 
 from fedkd_core.data import load_dataset
 from fedkd_core.models import InputShape, make_model
+from fedkd_core.precision import precision_name, use_bf16
+from fedkd_core.results import device_name
 from fedkd_core.training import TrainConfig, train
 
 CASES = {"knfu_m1": "mnist", "knfu_m2": "cifar10", "cnn5": "cifar10", "fedavg_cnn": "fashion_mnist"}
@@ -39,7 +42,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--samples", type=int, default=4096)
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size}")
+    cpu = torch.device("cpu")
+    print(f"{device_name(cpu)}; torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size}; "
+          f"mixed_precision 'auto' picks {precision_name(use_bf16('auto', cpu))} here")
     for model_name, dataset_name in CASES.items():
         for mixed in (False, True):
             rate = samples_per_second(model_name, dataset_name, args.batch_size, args.samples, mixed)

@@ -19,7 +19,7 @@ from .algorithms import Context, algorithm_class, algorithm_config
 from .algorithms.base import message_bytes
 from .federation import DataConfig, FederatedData, build_federated_data
 from .models import check_model_name
-from .training import TrainConfig, accuracy
+from .training import TrainConfig, correct_predictions
 
 
 @dataclass(frozen=True)
@@ -128,18 +128,39 @@ def _run_round(algorithm, round_index: int, selected: list[int]) -> dict:
     return {"clients": len(selected), "bytes_up": bytes_up, "bytes_down": bytes_down}
 
 
-def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_precision: bool = False) -> dict:
-    """ALMA and its spread over clients; the global model's accuracy when there is one."""
-    accuracies = [accuracy(algorithm.personal_model(k), data.dataset, data.client_test[k],
-                           mixed_precision=mixed_precision) for k in range(data.num_clients)]
-    model = algorithm.global_model()
+def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_precision: bool | str = False) -> dict:
+    """ALMA and its spread over clients; the global model's accuracy when there is one.
+
+    Each distinct model is run once, over the union of the test samples it is scored on (all of
+    FedAvg's clients use the global model), and every client's accuracy is read off that run.
+    """
+    global_model = algorithm.global_model()
+    users: dict[int, tuple[torch.nn.Module, list[int]]] = {}
+    for k in range(data.num_clients):
+        model = algorithm.personal_model(k)
+        users.setdefault(id(model), (model, []))[1].append(k)
+    if global_model is not None:
+        users.setdefault(id(global_model), (global_model, []))
+    accuracies, global_acc = [float("nan")] * data.num_clients, None
+    for model, clients in users.values():
+        scored = [data.client_test[k] for k in clients] + ([global_test] if model is global_model else [])
+        union = np.unique(np.concatenate(scored)) if scored else np.zeros(0, dtype=np.int64)
+        correct = correct_predictions(model, data.dataset, union, mixed_precision=mixed_precision)
+        for k in clients:
+            accuracies[k] = _share_correct(correct, union, data.client_test[k])
+        if model is global_model:
+            global_acc = _share_correct(correct, union, global_test)
     return {
         "alma": float(np.nanmean(accuracies)),
         "client_acc_std": float(np.nanstd(accuracies)),
-        "client_accuracies": [float(a) for a in accuracies],
-        "global_acc": None if model is None else accuracy(model, data.dataset, global_test,
-                                                          mixed_precision=mixed_precision),
+        "client_accuracies": accuracies,
+        "global_acc": global_acc,
     }
+
+
+def _share_correct(correct: np.ndarray, union: np.ndarray, indices: np.ndarray) -> float:
+    """The share of ``indices`` predicted correctly, given ``correct`` over the sorted ``union``."""
+    return float(correct[np.searchsorted(union, indices)].mean()) if len(indices) else float("nan")
 
 
 def _global_test_indices(data: FederatedData, config: ExperimentConfig) -> np.ndarray:

@@ -25,7 +25,7 @@ import yaml
 from tqdm import tqdm
 
 from . import claims
-from .chapters import chapter_module
+from .chapters import chapter_module, experiments_to_run
 from .results import config_hash, load_record, results_dir, run_experiment
 
 
@@ -38,8 +38,9 @@ def describe(config) -> str:
 
 
 def load_grid(chapter: str, params_file: Path):
-    params = chapter_module(chapter).Params(**(yaml.safe_load(Path(params_file).read_text()) or {}))
-    return params, chapter_module(chapter).experiments(params)
+    module = chapter_module(chapter)
+    params = module.Params(**(yaml.safe_load(Path(params_file).read_text()) or {}))
+    return params, experiments_to_run(module, params)
 
 
 def status(configs, profile: str) -> dict[str, list]:
@@ -142,6 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.dry_run:
         for config in split["claimed"]:
             print(f"  claimed: {describe(config)}")
+        return
+    if not split["left"]:
         return
     start = time.perf_counter()
     failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]))

@@ -180,9 +180,9 @@ print(f"heaviest neighbour among the 3 truly closest: {agreement['heaviest_is_cl
 
 # %%
 paper_records = knfu.paper_profile_records()
-covered = {knfu.cell_of(r) for r in paper_records}
-configs = [c for c in knfu.experiments(params) if knfu.cell_of(c) not in covered]
+configs = knfu.experiments_to_run(params)
 records = [run_experiment(config, profile=params.profile, progress=False) for config in configs]
+covered = {knfu.cell_of(r) for r in paper_records}
 records = [r for r in records if knfu.cell_of(r) not in covered] + paper_records
 finals = knfu.final_table(records)
 print(f"{len(configs)} runs of profile '{params.profile}', {len(paper_records)} paper-profile records; "

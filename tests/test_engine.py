@@ -169,3 +169,24 @@ def test_records_say_which_precision_and_device_ran_them(tmp_path):
     record = run_experiment(SMALL, root=tmp_path, progress=False)
     assert record.environment["precision"] in ("bf16", "fp32")
     assert record.environment["device"] == "cpu" and record.environment["device_name"]
+
+
+# --- evaluation ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "local"])
+def test_evaluation_of_shared_models_equals_scoring_each_client_alone(algorithm):
+    from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
+    from fedkd_core.experiment import _run_round, evaluate
+    from fedkd_core.federation import build_federated_data
+    from fedkd_core.training import accuracy
+
+    data = build_federated_data(DataConfig("mnist", num_clients=3, samples_per_client=60, local_test_size=50), seed=0)
+    ctx = Context(data=data, model_name="knfu_m1", train=TrainConfig(batch_size=20), device=CPU, seed=0)
+    method = algorithm_class(algorithm)(algorithm_config(algorithm, {}), ctx)
+    _run_round(method, 1, [0, 1, 2])
+    global_test = np.arange(0, 10000, 7)
+    result = evaluate(method, data, global_test)
+    alone = [accuracy(method.personal_model(k), data.dataset, data.client_test[k]) for k in range(3)]
+    np.testing.assert_allclose(result["client_accuracies"], alone, atol=1e-6)
+    if method.global_model() is not None:
+        assert result["global_acc"] == pytest.approx(accuracy(method.global_model(), data.dataset, global_test), abs=1e-6)

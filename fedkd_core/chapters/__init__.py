@@ -1,7 +1,9 @@
 """Each chapter's experiment grid, shared by its notebook and by ``python -m fedkd_core.sweep``.
 
 A chapter module defines ``Params`` (a frozen dataclass of the notebook's flat parameters) and
-``experiments(params) -> list[ExperimentConfig]``.
+``experiments(params) -> list[ExperimentConfig]``, its grid. A chapter whose notebook shows part
+of the grid from elsewhere (KnFu: cells that committed paper-profile records cover) also defines
+``experiments_to_run(params)``, what its notebook actually runs; the sweep runs that.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ def chapter_module(name: str) -> ModuleType:
     if name not in CHAPTERS:
         raise ValueError(f"chapter must be one of {sorted(CHAPTERS)} (got {name!r})")
     return importlib.import_module(CHAPTERS[name])
+
+
+def experiments_to_run(module: ModuleType, params) -> list:
+    """The runs a chapter's notebook makes for ``params`` (its whole grid unless it says less)."""
+    chosen = getattr(module, "experiments_to_run", module.experiments)
+    return chosen(params)
 
 
 # Names IPython itself puts into a notebook's namespace.

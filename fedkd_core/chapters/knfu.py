@@ -298,6 +298,16 @@ def cell_of(run) -> tuple:
     return data["dataset"], float(data["alpha"]), data["samples_per_client"], run.config["algorithm"]
 
 
+def experiments_to_run(params: Params) -> list[ExperimentConfig]:
+    """What the notebook runs: the grid less the cells that committed paper-profile records cover
+    (those cells are shown from the paper records). The paper profile itself runs its whole grid."""
+    configs = experiments(params)
+    if params.profile == PAPER_PROFILE.profile:
+        return configs
+    covered = {cell_of(record) for record in paper_profile_records()}
+    return [config for config in configs if cell_of(config) not in covered]
+
+
 def paper_profile_records(root=None) -> list:
     """The stored records of the paper profile's grid (nothing is run)."""
     from ..results import load_record

@@ -1,0 +1,71 @@
+"""Sweep workers share a grid through claim files: every run once, killed workers taken over."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from fedkd_core import claims, sweep
+from fedkd_core.results import load_record
+
+
+def test_a_claim_is_held_by_one_worker_until_released(tmp_path):
+    path = claims.claim_path(tmp_path, "paper", "abc")
+    assert claims.try_claim(path)
+    assert not claims.try_claim(path)  # held by this live process
+    claims.release(path)
+    assert claims.try_claim(path)
+
+
+def test_the_claim_of_a_dead_worker_is_stale_and_taken_over(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    path = claims.claim_path(tmp_path, "paper", "abc")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"pid": int(dead.stdout), "host": socket.gethostname(), "started": 0}))
+    assert claims.is_stale(path)
+    assert claims.try_claim(path)
+    assert json.loads(path.read_text())["pid"] == os.getpid()
+
+
+def test_a_claim_from_another_host_is_stale_only_when_old(tmp_path):
+    path = claims.claim_path(tmp_path, "paper", "abc")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"pid": 1, "host": "elsewhere", "started": 0}))
+    assert not claims.is_stale(path, stale_after=3600)
+    os.utime(path, (0, 0))
+    assert claims.is_stale(path, stale_after=3600)
+
+
+@pytest.fixture
+def smoke_grid(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
+    params = tmp_path / "smoke.yaml"
+    params.write_text("profile: smoke\nalphas: '0.5,1.0'\nrounds: 1\n")
+    return params
+
+
+def test_two_workers_run_every_run_of_the_grid_exactly_once(smoke_grid, tmp_path, capsys):
+    _, configs = sweep.load_grid("setting", smoke_grid)
+    sweep.main(["setting", "--params", str(smoke_grid), "--workers", "2"])
+    out = capsys.readouterr()
+    assert all(load_record(c) is not None for c in configs)
+    assert (out.out + out.err).count("ALMA") == len(configs)  # one line per run: none ran twice
+    assert not list((tmp_path / "results" / ".claims").rglob("*.claim"))
+    sweep.main(["setting", "--params", str(smoke_grid), "--dry-run"])
+    assert f"{len(configs)} done, 0 claimed by running workers, 0 left" in capsys.readouterr().out
+
+
+def test_dry_run_counts_live_claims_apart_from_what_is_left(smoke_grid, tmp_path, capsys):
+    params, configs = sweep.load_grid("setting", smoke_grid)
+    from fedkd_core.results import config_hash, results_dir
+    assert claims.try_claim(claims.claim_path(results_dir(), params.profile, config_hash(configs[0])))
+    sweep.main(["setting", "--params", str(smoke_grid), "--dry-run"])
+    assert f"0 done, 1 claimed by running workers, {len(configs) - 1} left" in capsys.readouterr().out
+
+
+def test_workers_must_be_positive(smoke_grid):
+    with pytest.raises(SystemExit):
+        sweep.main(["setting", "--params", str(smoke_grid), "--workers", "0"])
