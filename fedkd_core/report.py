@@ -76,6 +76,16 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str],
     return table
 
 
+def parameters_table(params) -> pd.DataFrame:
+    """A chapter's parameters as a small two-column table, headed by the profile's name."""
+    import dataclasses
+
+    values = {f.name: getattr(params, f.name) for f in dataclasses.fields(params) if f.name != "profile"}
+    table = pd.DataFrame({"value": [str(v) for v in values.values()]}, index=pd.Index(list(values), name="parameter"))
+    table.columns = [f"profile: {getattr(params, 'profile', '?')}"]
+    return table
+
+
 def parse_list(text: str | float | int, cast, name: str) -> list:
     """"0.1,0.5, 1" -> [0.1, 0.5, 1.0]; a bad entry is a ValueError naming the parameter."""
     try:

@@ -45,7 +45,7 @@
 # quick profile runs. Every row below is labelled with the profile of the records it comes from;
 # records of the paper profile under `results/paper/` are used wherever they exist.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-input"]
 profile = "smoke"
 datasets = "fashion_mnist"
 settings = "practical"
@@ -71,7 +71,7 @@ sensitivity_participations = "0.2,0.6,1.0"
 sensitivity_models = "resnet8,mobilenet_v2"
 forgetting_rounds = 2
 
-# %%
+# %% tags=["remove-input"]
 from dataclasses import fields, replace
 
 import matplotlib.pyplot as plt
@@ -86,7 +86,7 @@ from fedkd_core.chapters import notebook_params, fedckd as chapter
 from fedkd_core.results import run_experiment
 
 params = notebook_params(chapter.Params, globals())
-params
+display(report.parameters_table(params))
 
 # %% [markdown]
 # ## The method
@@ -109,7 +109,7 @@ params
 # What the paper leaves open is chosen below and kept as a config field of
 # `fedkd_core.algorithms.fedckd.FedCKDConfig` (this table is read from the code):
 
-# %%
+# %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
 choices = {
     "lam": ("λ = 0.50", "§IV-A"),
@@ -154,7 +154,7 @@ display(pd.concat([hyper, training], ignore_index=True))
 # receives the global model) and of the global model it receives next (*after*). Bars are means
 # over clients, whiskers span the middle half of the clients.
 
-# %%
+# %% tags=["hide-input"]
 first = chapter.main_grid(params)[0]
 if params.forgetting_rounds:
     forgetting = chapter.forgetting_trace(replace(first, algorithm="fedckd", algorithm_params={}),
@@ -181,7 +181,7 @@ if params.forgetting_rounds:
 # sensitivity study (Table V) are one list of `ExperimentConfig`s; `run_experiment` returns the
 # stored record when the same configuration has run before.
 
-# %%
+# %% tags=["hide-input"]
 grids = {"main": chapter.main_grid(params), "annealing": chapter.annealing_grid(params),
          "sensitivity": chapter.sensitivity_grid(params)}
 records = {name: [run_experiment(c, profile=params.profile, progress=False) for c in configs]
@@ -198,7 +198,7 @@ print(f"{len(set(r.key for r in every))} runs; profiles: {sorted(set(r.profile f
 # meaningful for runs at the paper's scale (profile `paper`); the quick and smoke profiles use
 # a fraction of the data (`pool_size`), fewer rounds and epochs.
 
-# %%
+# %% tags=["hide-input"]
 main = ours["main"]
 
 
@@ -221,7 +221,7 @@ table2 = show_comparison("pathological", "Table II — pathological setting")
 # The best-round accuracy (pFedSD's code reports the best mean over rounds, which may be what
 # the paper's tables show) next to the final one, for the same runs:
 
-# %%
+# %% tags=["hide-input"]
 if len(main):
     best = main.groupby(["dataset", "setting", "clients", "algorithm"], sort=False)[["alma", "best_alma"]].mean() * 100
     display(best.round(2).rename(columns={"alma": "final (%)", "best_alma": "best round (%)"}))
@@ -232,7 +232,7 @@ if len(main):
 # Mean client accuracy ± the standard deviation *across clients* (final round, averaged over
 # seeds) at the largest client scale of the grid; the paper's is at n = 100.
 
-# %%
+# %% tags=["hide-input"]
 if len(main):
     largest = main[(main.setting == "practical") & (main.clients == main.clients.max())]
     table3 = largest.groupby(["dataset", "algorithm"], sort=False).agg(
@@ -251,7 +251,7 @@ if len(main):
 # FedCKD with annealing (γ = 0.99) and without (γ = 1, constant λ). The paper reports it on
 # CIFAR-100 (57.25 vs 57.08); here it runs on the datasets of `annealing_datasets`.
 
-# %%
+# %% tags=["hide-input"]
 display(chapter.paper_table4().assign(source="paper"))
 if len(ours["annealing"]):
     ablation = ours["annealing"].assign(annealing=ours["annealing"].gamma < 1.0)
@@ -273,7 +273,7 @@ else:
 # CIFAR-100; as printed, its α = 0.1 column equals its r = 0.6 column, and its r = 1.0 column
 # equals Table I.
 
-# %%
+# %% tags=["hide-input"]
 paper5 = chapter.paper_table5()
 display(paper5.assign(cell=[report.pm(m, s, 2) for m, s in zip(paper5["mean"], paper5["std"])])
         .pivot(index="algorithm", columns=["varied", "value"], values="cell"))
@@ -304,7 +304,7 @@ else:
 #
 # Average client accuracy per round in the practical setting, mean over seeds with a ± 1 std band.
 
-# %%
+# %% tags=["hide-input"]
 if records["main"]:
     history = pd.concat([r.history_frame().assign(
         setting=chapter.SETTING_OF_PARTITION[r.config["data"]["partition"]], n=r.config["data"]["num_clients"])
@@ -325,7 +325,7 @@ if records["main"]:
 # under FedCKD minus under pFedSD, clients sorted by the difference. The paper (CIFAR-100,
 # n = 20) finds FedCKD better on 17 of 20 clients (practical) and 14 of 20 (pathological).
 
-# %%
+# %% tags=["hide-input"]
 difference = chapter.per_client_difference(main) if len(main) else pd.DataFrame()
 if len(difference):
     difference = difference[(difference.seed == 0) & (difference.clients == difference.clients.min())]
@@ -355,7 +355,7 @@ else:
 # 2. personalised methods are far above FedAvg and FedProx under heterogeneity (we count the
 #    personalised methods of the grid that beat the better of FedAvg and FedProx).
 
-# %%
+# %% tags=["hide-input"]
 if len(main):
     means = main.groupby(["dataset", "setting", "clients", "algorithm"])["alma"].mean().unstack() * 100
     verdict = pd.DataFrame(index=means.index)

@@ -37,7 +37,7 @@
 # profile produced it: wherever a paper-profile record of a cell exists under `results/paper/`,
 # the chapter shows it instead of running the cell again.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-input"]
 profile = "smoke"
 datasets = "mnist"
 mnist_alphas = "0.5"
@@ -64,7 +64,7 @@ example_alpha = 0.5
 example_size = 50
 example_rounds = 1
 
-# %%
+# %% tags=["remove-input"]
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -77,7 +77,7 @@ from fedkd_core.results import run_experiment
 
 
 params = notebook_params(knfu.Params, globals())
-params
+display(report.parameters_table(params))
 
 # %% [markdown]
 # ## Hyperparameters
@@ -86,7 +86,7 @@ params
 # silent on the number of rounds, the optimiser, the learning rate, $\lambda$, the fine-tuning
 # schedule and how $d_{n,m}=0$ is handled; those are our choices and remain parameters.
 
-# %%
+# %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
 hyperparameters = pd.DataFrame([
     ("clients N", "20", params.num_clients, "paper, Sec. IV-A"),
@@ -150,7 +150,7 @@ display(hyperparameters.astype(str).set_index("hyperparameter"))
 # $n$ mixes everyone's soft labels. Beside it, each client's training labels. If the EPD works,
 # a row's heavy off-diagonal entries sit on clients with similar label histograms.
 
-# %%
+# %% tags=["hide-input"]
 example = knfu.fusion_example(params)
 n_example = len(example.weights)
 fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.15, 1]})
@@ -164,7 +164,7 @@ fig.tight_layout()
 # closeness $-\mathrm{KL}(q_n \| q_m)$ of the clients' *true* label histograms (Spearman), and count
 # how often a client's heaviest neighbour is among its three truly closest clients.
 
-# %%
+# %% tags=["hide-input"]
 agreement = knfu.neighbour_agreement(example.weights, example.histograms)
 print(f"{n_example} clients; self weight on the diagonal: mean {np.diag(example.weights).mean():.2f}")
 print(f"Spearman(w_nm, label-distribution closeness) = {agreement['spearman']:.2f}")
@@ -178,7 +178,7 @@ print(f"heaviest neighbour among the 3 truly closest: {agreement['heaviest_is_cl
 # configuration ran before. Cells of the grid that already have paper-profile records (from the
 # sweep) are taken from `results/paper/` and not run again.
 
-# %%
+# %% tags=["hide-input"]
 paper_records = knfu.paper_profile_records()
 configs = knfu.experiments_to_run(params)
 records = [run_experiment(config, profile=params.profile, progress=False) for config in configs]
@@ -194,7 +194,7 @@ print(f"{len(configs)} runs of profile '{params.profile}', {len(paper_records)} 
 # Each cell: the paper's mean ± std over 3 runs, ours (final round, mean ± std over seeds), the
 # difference, the number of seeds and the profile. "not run" marks cells outside this profile.
 
-# %%
+# %% tags=["hide-input"]
 keys = ["dataset", "alpha", "size", "algorithm"]
 ours = report.mean_std(finals, keys, "alma")
 paper = pd.concat([knfu.paper_table1(), knfu.paper_table2()], ignore_index=True)
@@ -211,7 +211,7 @@ for dataset, title in (("mnist", "Table 1 (MNIST)"), ("cifar10", "Table 2 (CIFAR
 # The same function counts, over the cells we ran, how often each claim holds in the paper's
 # table and in ours.
 
-# %%
+# %% tags=["hide-input"]
 ran = ours[["dataset", "alpha", "size"]].drop_duplicates()
 paper_ran = paper.merge(ran, on=["dataset", "alpha", "size"])
 claim_table = knfu.claims(paper_ran).merge(knfu.claims(ours), on=["claim", "of cells"], how="outer",
@@ -225,7 +225,7 @@ display(claim_table.set_index("claim"))
 # $|D_n|$; Fig. 4 fixes $|D_n| = 100$ and varies $\alpha$. Panels show whatever of those cells
 # this profile ran (MNIST).
 
-# %%
+# %% tags=["hide-input"]
 history = knfu.history_frame(records)
 mnist = history[history.dataset == "mnist"]
 
@@ -254,7 +254,7 @@ curve_panels(mnist, sorted((a, s) for a, s in cells.values if s == 100), "Fig. 4
 # rows plus a one-byte-per-sample mask each way; Local sends nothing. For scale, the last column
 # is what one FedAvg exchange of the same model would cost (parameters down and up).
 
-# %%
+# %% tags=["hide-input"]
 communication = knfu.communication_table(records)
 model_bytes = {dataset: 4 * sum(p.numel() for p in make_model(
     knfu.MODEL_FOR[dataset], InputShape(*shape), seed=0).parameters())
@@ -268,6 +268,6 @@ display(communication.round(1).set_index(["dataset", "size", "method"]))
 # Computed from the tables above; the smoke and quick profiles are too small to settle anything,
 # so read this in the built book with paper-profile records.
 
-# %%
+# %% tags=["hide-input"]
 for line in knfu.verdict(ours, paper_ran):
     print("•", line)

@@ -37,7 +37,7 @@
 # profile (`notebooks/params/quick/setting.yaml`); `notebooks/params/paper/setting.yaml` holds
 # the full-scale settings.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-input"]
 profile = "smoke"
 datasets = "mnist"
 alphas = "0.5"
@@ -55,7 +55,7 @@ lr = 0.05
 momentum = 0.9
 mixed_precision = "auto"
 
-# %%
+# %% tags=["remove-input"]
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -67,7 +67,7 @@ from fedkd_core.data import load_dataset
 from fedkd_core.results import run_experiment
 
 params = notebook_params(setting.Params, globals())
-params
+display(report.parameters_table(params))
 
 # %% [markdown]
 # ## How the partitions look
@@ -79,7 +79,7 @@ params
 # two classes (FedCKD Fig. 3); FedBE's step split gives every client two major classes holding 80%
 # of its data and a thin layer of every other class (FedUA's default).
 
-# %%
+# %% tags=["hide-input"]
 labels = load_dataset("mnist").y_train.numpy()
 splits = {
     "Dir(0.1)": partition.dirichlet(labels, 10, 0.1, seed=0),
@@ -98,7 +98,7 @@ fig.tight_layout()
 # number of classes holding at least 5% of its data (mean over clients). These numbers are
 # deterministic for the seed, so CI checks them.
 
-# %%
+# %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
 def skew_summary(parts):
     hist = partition.class_histograms(labels, parts, 10)
@@ -117,7 +117,7 @@ print(pd.DataFrame.from_dict({name: skew_summary(parts) for name, parts in split
 # same configuration has run before (records under `results/<profile>/`), so rerunning the
 # chapter only computes what is new.
 
-# %%
+# %% tags=["hide-input"]
 configs = setting.experiments(params)
 records = [run_experiment(config, profile=params.profile) for config in configs]
 finals = report.final_metrics(records)
@@ -129,7 +129,7 @@ print(f"{len(records)} runs, profile '{params.profile}', "
 # global model; for FedAvg every client's personal model *is* the global model, so its ALMA is
 # the global model's accuracy measured on each client's local distribution.
 
-# %%
+# %% tags=["hide-input"]
 keys = ["data.dataset", "data.alpha", "algorithm"]
 alma = report.mean_std(finals, keys, "alma")
 glob = report.mean_std(finals.dropna(subset=["global_acc"]), keys, "global_acc")
@@ -141,7 +141,7 @@ display(table.rename(columns={"data.dataset": "dataset", "data.alpha": "alpha", 
 # %% [markdown]
 # Learning curves: ALMA per round, mean over seeds with a ± 1 std band.
 
-# %%
+# %% tags=["hide-input"]
 history = report.history_table(records)
 panels = history[["dataset", "alpha"]].drop_duplicates().values.tolist()
 fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
@@ -156,7 +156,7 @@ fig.tight_layout()
 # The verdicts below are computed from the table above, not typed in: for each dataset and
 # $\alpha$ they say which method reaches the higher final ALMA in this profile.
 
-# %%
+# %% tags=["hide-input"]
 pivot = alma.pivot_table(index=["data.dataset", "data.alpha"], columns="algorithm", values="mean")
 if {"local", "fedavg"} <= set(pivot.columns):
     pivot["better"] = np.where(pivot["local"] > pivot["fedavg"], "Local", "FedAvg")
