@@ -54,6 +54,7 @@ book: data
 	echo "== experiment grids done in $$(( $$(date +%s) - start )) s"; \
 	$(MAKE) --no-print-directory -j$(JOBS) $(addprefix chapter-,$(CHAPTERS)) PROFILE=$(PROFILE) || exit 1; \
 	echo "== chapters executed in $$(( $$(date +%s) - start )) s"
+	$(BIN)/python -m fedkd_core.glance book/_generated/glance.md
 	$(BIN)/jupyter-book build book/
 	@echo "book: open book/_build/html/index.html"
 

@@ -58,22 +58,60 @@ def pm(mean: float, std: float, digits: int = 1) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str], digits: int = 1) -> pd.DataFrame:
+def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str], digits: int = 1,
+                       tolerance: float = 2.0) -> pd.DataFrame:
     """Side by side: each paper cell with ours (mean ± std, n seeds, profile) and the difference.
 
     ``ours`` comes from :func:`mean_std`; ``paper`` has ``keys`` + ``mean`` + ``std`` columns.
-    Paper cells without a run of ours show "not run".
+    Paper cells without a run of ours show "not run"; a one-seed cell shows its value without a
+    spread. ``agrees``: whether ours lies within the paper's std + ``tolerance`` points of its mean.
     """
     merged = paper.merge(ours, on=keys, how="left", suffixes=("_paper", "_ours"))
     table = merged[keys].copy()
     table["paper"] = [pm(m, s, digits) for m, s in zip(merged["mean_paper"], merged["std_paper"])]
-    table["ours"] = [pm(m, s, digits) if not np.isnan(m) else "not run"
-                     for m, s in zip(merged["mean_ours"], merged["std_ours"])]
-    table["ours − paper"] = (merged["mean_ours"] - merged["mean_paper"]).round(digits)
-    table["seeds"] = merged["n"].fillna(0).astype(int)
+    seeds = merged["n"].fillna(0).astype(int)
+    table["ours"] = [("not run" if np.isnan(m) else f"{m:.{digits}f} (1 seed)" if n == 1 else pm(m, s, digits))
+                     for m, s, n in zip(merged["mean_ours"], merged["std_ours"], seeds)]
+    difference = merged["mean_ours"] - merged["mean_paper"]
+    table["ours − paper"] = difference.round(digits)
+    table["seeds"] = seeds
     for label in ("profile", "precision"):
         table[label] = merged.get(label, pd.Series([""] * len(merged))).fillna("")
+    table["agrees"] = [None if np.isnan(d) else bool(abs(d) <= s + tolerance)
+                       for d, s in zip(difference, merged["std_paper"].fillna(0))]
     return table
+
+
+AGREES = "background-color: #dcefdc"     # within the paper's spread + tolerance
+DISAGREES = "background-color: #f7dcc6"  # outside it
+NOT_RUN = "color: #8a8a8a"
+
+
+def styled_comparison(table: pd.DataFrame, digits: int = 1):
+    """A :func:`compare_with_paper` table as a pandas Styler: ``ours − paper`` green where it lies
+    within the paper's spread + 2 points and orange where not, rows without a run greyed, thin
+    column rules. The ``agrees`` column drives the colours and is hidden."""
+    def row_style(row: pd.Series) -> list[str]:
+        if row["agrees"] is None or (isinstance(row["agrees"], float) and np.isnan(row["agrees"])):
+            return [NOT_RUN] * len(row)
+        return [(AGREES if row["agrees"] else DISAGREES) if column == "ours − paper" else ""
+                for column in row.index]
+
+    return (table.style.apply(row_style, axis=1)
+            .format({"ours − paper": f"{{:+.{digits}f}}"}, na_rep="—")
+            .hide(["agrees"], axis="columns")
+            .set_table_styles([{"selector": "th, td", "props": "border-left: 1px solid #ddd; padding: 2px 10px;"}]))
+
+
+def verdict_word(holds: int, cells: int) -> str:
+    """holds / partly / does not hold, for a claim true in ``holds`` of ``cells`` cells."""
+    if cells == 0:
+        return "not tested"
+    return "holds" if holds == cells else "does not hold" if holds == 0 else "partly"
+
+
+def markdown_list(lines: Sequence[str]) -> str:
+    return "\n".join(f"- {line}" for line in lines)
 
 
 def parameters_table(params) -> pd.DataFrame:

@@ -181,7 +181,7 @@ if params.forgetting_rounds:
 # sensitivity study (Table V) are one list of `ExperimentConfig`s; `run_experiment` returns the
 # stored record when the same configuration has run before.
 
-# %% tags=["hide-input"]
+# %%
 grids = {"main": chapter.main_grid(params), "annealing": chapter.annealing_grid(params),
          "sensitivity": chapter.sensitivity_grid(params)}
 records = {name: [run_experiment(c, profile=params.profile, progress=False) for c in configs]
@@ -207,7 +207,7 @@ def show_comparison(setting: str, title: str) -> pd.DataFrame:
     ran = table[table.seeds > 0]
     display(Markdown(f"**{title}** — {len(ran)} of {len(table)} cells run"))
     if len(ran):
-        display(ran.reset_index(drop=True))
+        display(report.styled_comparison(ran.reset_index(drop=True), digits=2))
     absent = table[table.seeds == 0].groupby(["dataset", "clients"], sort=False)["ours"].first()
     if len(absent):
         display(absent.rename("status").reset_index())

@@ -68,7 +68,7 @@ example_rounds = 1
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from fedkd_core import plots, report
 from fedkd_core.chapters import notebook_params, knfu
@@ -178,7 +178,7 @@ print(f"heaviest neighbour among the 3 truly closest: {agreement['heaviest_is_cl
 # configuration ran before. Cells of the grid that already have paper-profile records (from the
 # sweep) are taken from `results/paper/` and not run again.
 
-# %% tags=["hide-input"]
+# %%
 paper_records = knfu.paper_profile_records()
 configs = knfu.experiments_to_run(params)
 records = [run_experiment(config, profile=params.profile, progress=False) for config in configs]
@@ -201,9 +201,9 @@ paper = pd.concat([knfu.paper_table1(), knfu.paper_table2()], ignore_index=True)
 comparison = report.compare_with_paper(ours, paper, keys)
 comparison["algorithm"] = comparison["algorithm"].map(knfu.METHODS)
 for dataset, title in (("mnist", "Table 1 (MNIST)"), ("cifar10", "Table 2 (CIFAR-10)")):
-    print(title)
-    display(comparison[comparison.dataset == dataset].drop(columns="dataset")
-            .rename(columns={"size": "|D_n|"}).set_index(["alpha", "|D_n|", "algorithm"]))
+    display(Markdown(f"**{title}**"))
+    display(report.styled_comparison(comparison[comparison.dataset == dataset].drop(columns="dataset")
+                                     .rename(columns={"size": "|D_n|"}).set_index(["alpha", "|D_n|", "algorithm"])))
 
 # %% [markdown]
 # ## The paper's claims, counted on its numbers and on ours
@@ -269,5 +269,4 @@ display(communication.round(1).set_index(["dataset", "size", "method"]))
 # so read this in the built book with paper-profile records.
 
 # %% tags=["hide-input"]
-for line in knfu.verdict(ours, paper_ran):
-    print("•", line)
+display(Markdown(report.markdown_list(knfu.verdict(ours, paper_ran))))

@@ -59,7 +59,7 @@ mixed_precision = "auto"
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from fedkd_core import partition, plots, report
 from fedkd_core.chapters import notebook_params, setting
@@ -117,7 +117,7 @@ print(pd.DataFrame.from_dict({name: skew_summary(parts) for name, parts in split
 # same configuration has run before (records under `results/<profile>/`), so rerunning the
 # chapter only computes what is new.
 
-# %% tags=["hide-input"]
+# %%
 configs = setting.experiments(params)
 records = [run_experiment(config, profile=params.profile) for config in configs]
 finals = report.final_metrics(records)
@@ -164,14 +164,15 @@ if {"local", "fedavg"} <= set(pivot.columns):
 display(pivot.round(1))
 
 chance = 100 / 10
-for (dataset, alpha), row in pivot.iterrows():
-    if row.get("FedAvg global acc", np.inf) < 2 * chance:
-        print(f"{dataset}, Dir({alpha}): FedAvg's global model is at {row['FedAvg global acc']:.1f}% "
-              f"(chance {chance:.0f}%): it has barely started learning in {params.rounds} rounds of "
-              f"{params.samples_per_client} images per client, so this cell says little about FedAvg.")
+flags = [f"{dataset}, Dir({alpha}): FedAvg's global model is at {row['FedAvg global acc']:.1f}% "
+         f"(chance {chance:.0f}%): it has barely started learning in {params.rounds} rounds of "
+         f"{params.samples_per_client} images per client, so this cell says little about FedAvg."
+         for (dataset, alpha), row in pivot.iterrows() if row.get("FedAvg global acc", np.inf) < 2 * chance]
+if flags:
+    display(Markdown(report.markdown_list(flags)))
 
 # %% [markdown]
-# Lines printed above flag cells where FedAvg has not left chance level; CIFAR-10 with a few
+# The notes above flag cells where FedAvg has not left chance level; CIFAR-10 with a few
 # hundred images per client needs far more rounds than the quick profile gives it (the paper
 # profile splits the whole training set over 100 rounds).
 #

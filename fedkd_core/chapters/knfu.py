@@ -16,7 +16,7 @@ import torch
 from ..algorithms import Context, algorithm_class, algorithm_config
 from ..experiment import ExperimentConfig, default_device
 from ..federation import DataConfig, build_federated_data
-from ..report import parse_list, record_precision
+from ..report import parse_list, record_precision, verdict_word
 from ..training import TrainConfig
 
 MODEL_FOR = {"mnist": "knfu_m1", "cifar10": "knfu_m2"}
@@ -373,8 +373,9 @@ def verdict(ours: pd.DataFrame, paper: pd.DataFrame) -> list[str]:
     paper_claims = claims(paper).set_index("claim")
     for claim, row in ours_claims.iterrows():
         paper_holds = paper_claims["holds in"].get(claim)
-        lines.append(f"{claim}: holds in {row['holds in']} of {row['of cells']} cells here "
-                     f"(paper: {paper_holds} of {row['of cells']}).")
+        word = verdict_word(int(row["holds in"]), int(row["of cells"]))
+        lines.append(f"**{word}** — {claim}: true in {row['holds in']} of {row['of cells']} cells here "
+                     f"(paper's table: {paper_holds} of {row['of cells']}).")
     merged = paper.merge(ours, on=["dataset", "alpha", "size", "algorithm"], suffixes=("_paper", "_ours"))
     for algorithm, group in merged.groupby("algorithm", sort=False):
         gap = (group["mean_ours"] - group["mean_paper"]).mean()

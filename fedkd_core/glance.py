@@ -1,0 +1,119 @@
+"""The landing page's results at a glance, computed from the committed paper-profile records.
+
+    python -m fedkd_core.glance book/_generated/glance.md
+
+For each chapter's headline claim "method A beats method B": in how many of the paper's own
+table cells it holds, in how many of our cells (mean final ALMA over seeds) it holds, the verdict
+word, and the profile, seeds and precision behind ours. Only paper-profile records count; a
+chapter without them says so instead of showing a quick-profile verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from .report import record_precision, verdict_word
+from .results import load_record
+from .sweep import load_grid
+
+PARAMS = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "paper"
+
+
+@dataclass(frozen=True)
+class Headline:
+    chapter: str
+    title: str
+    better: str
+    worse: str
+    paper_counts: Callable[[], tuple[int, int]]  # (cells where it holds, cells) in the paper's tables
+
+
+def _knfu_paper_counts(better: str, worse: str) -> tuple[int, int]:
+    from .chapters import knfu
+
+    paper = pd.concat([knfu.paper_table1(), knfu.paper_table2()])
+    wide = paper.pivot_table(index=["dataset", "alpha", "size"], columns="algorithm", values="mean")
+    return int((wide[better] > wide[worse]).sum()), len(wide)
+
+
+def _fedckd_paper_counts(better: str, worse: str) -> tuple[int, int]:
+    from .chapters import fedckd
+
+    paper = pd.concat([fedckd.paper_accuracy_table(s).assign(setting=s) for s in fedckd.SETTINGS])
+    wide = paper.pivot_table(index=["setting", "dataset", "clients"], columns="algorithm", values="mean")
+    return int((wide[better] > wide[worse]).sum()), len(wide)
+
+
+HEADLINES = [
+    Headline("knfu", "KnFu", "knfu", "fedmd", lambda: _knfu_paper_counts("knfu", "fedmd")),
+    Headline("knfu", "KnFu", "knfu", "selective_fd", lambda: _knfu_paper_counts("knfu", "selective_fd")),
+    Headline("fedckd", "FedCKD", "fedckd", "pfedsd", lambda: _fedckd_paper_counts("fedckd", "pfedsd")),
+]
+NAMES = {"knfu": "KnFu", "fedmd": "FedMD", "selective_fd": "Selective-FD", "fedckd": "FedCKD", "pfedsd": "pFedSD"}
+
+
+def paper_records(chapter: str) -> list:
+    """The committed paper-profile records of a chapter's paper grid."""
+    _, configs = load_grid(chapter, PARAMS / f"{chapter}.yaml")
+    found = (load_record(config) for config in configs)
+    return [record for record in found if record is not None and record.profile == "paper"]
+
+
+def cell_of(record) -> str:
+    """Everything that defines a run except the method and the seed: runs of one cell compare."""
+    config = {k: v for k, v in record.config.items() if k not in ("algorithm", "algorithm_params", "seed")}
+    return json.dumps(config, sort_keys=True)
+
+
+def our_counts(records: list, better: str, worse: str) -> dict:
+    rows = [{"cell": cell_of(r), "algorithm": r.config["algorithm"], "alma": r.final["alma"],
+             "seed": r.config["seed"], "precision": record_precision(r)} for r in records]
+    frame = pd.DataFrame(rows, columns=["cell", "algorithm", "alma", "seed", "precision"])
+    frame = frame[frame.algorithm.isin([better, worse])]
+    wide = frame.pivot_table(index="cell", columns="algorithm", values="alma").dropna()
+    if wide.empty or better not in wide or worse not in wide:
+        return {"holds": 0, "cells": 0, "seeds": "0", "precision": ""}
+    seeds = frame[frame.cell.isin(wide.index)].groupby(["cell", "algorithm"])["seed"].nunique()
+    spread = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
+    return {"holds": int((wide[better] > wide[worse]).sum()), "cells": len(wide), "seeds": spread,
+            "precision": "+".join(sorted(set(frame.precision)))}
+
+
+def glance_table() -> pd.DataFrame:
+    rows, cache = [], {}
+    for headline in HEADLINES:
+        records = cache.setdefault(headline.chapter, paper_records(headline.chapter))
+        paper_holds, paper_cells = headline.paper_counts()
+        ours = our_counts(records, headline.better, headline.worse)
+        rows.append({
+            "chapter": f"{{doc}}`{headline.title} <chapters/{headline.chapter}>`",
+            "claim": f"{NAMES[headline.better]} > {NAMES[headline.worse]}",
+            "paper's tables (all cells)": f"{paper_holds} of {paper_cells} cells",
+            "ours": (f"**{verdict_word(ours['holds'], ours['cells'])}**: {ours['holds']} of {ours['cells']} cells"
+                     if ours["cells"] else "no paper-profile records committed yet"),
+            "behind ours": (f"paper profile, {ours['seeds']} seed(s) per cell, {ours['precision']}"
+                            if ours["cells"] else "the chapter shows a one-seed quick run"),
+        })
+    return pd.DataFrame(rows)
+
+
+def markdown(table: pd.DataFrame) -> str:
+    header = "| " + " | ".join(table.columns) + " |\n|" + "---|" * len(table.columns) + "\n"
+    return header + "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in table.itertuples(index=False))
+
+
+def main(argv: list[str] | None = None) -> None:
+    target = Path((argv or sys.argv[1:])[0])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(markdown(glance_table()))
+    print(f"{target} written")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Comparison tables and verdicts as the book shows them."""
+
+import numpy as np
+import pandas as pd
+
+from fedkd_core import report
+
+
+def comparison():
+    paper = pd.DataFrame({"cell": ["a", "b", "c", "d"], "mean": [90.0, 80.0, 70.0, 60.0], "std": [1.0, 0.5, 0.0, 1.0]})
+    ours = pd.DataFrame({"cell": ["a", "b", "c"], "mean": [92.5, 83.0, 70.4], "std": [0.5, 0.0, 0.0],
+                         "n": [3, 1, 2], "profile": ["paper"] * 3, "precision": ["bf16", "fp32", "fp32"]})
+    return report.compare_with_paper(ours, paper, ["cell"])
+
+
+def test_ours_agrees_when_within_the_papers_spread_plus_two_points():
+    table = comparison().set_index("cell")
+    assert table.loc["a", "agrees"] is True       # +2.5 <= 1.0 + 2
+    assert table.loc["b", "agrees"] is False      # +3.0 >  0.5 + 2
+    assert table.loc["c", "agrees"] is True
+    assert table.loc["d", "agrees"] is None and table.loc["d", "ours"] == "not run"
+
+
+def test_a_one_seed_cell_has_no_fake_spread():
+    table = comparison().set_index("cell")
+    assert table.loc["b", "ours"] == "83.0 (1 seed)"
+    assert table.loc["c", "ours"] == "70.4 ± 0.0"  # two seeds that agree: a real zero spread
+    assert table.loc["b", "precision"] == "fp32" and table.loc["a", "precision"] == "bf16"
+
+
+def test_styled_table_colours_the_difference_and_greys_missing_runs():
+    table = comparison()
+    styler = report.styled_comparison(table)
+    styles = styler._compute().ctx  # (row, column position) -> [(property, value)]
+    column = list(table.columns).index("ours − paper")
+    css = {row: "; ".join(f"{k}: {v}" for k, v in styles.get((row, column), [])) for row in range(4)}
+    assert css[0] == css[2] == report.AGREES and css[1] == report.DISAGREES
+    assert css[3] == report.NOT_RUN
+    assert ">agrees<" not in styler.to_html()
+
+
+def test_verdict_words():
+    assert report.verdict_word(3, 3) == "holds"
+    assert report.verdict_word(1, 3) == "partly"
+    assert report.verdict_word(0, 3) == "does not hold"
+    assert report.verdict_word(0, 0) == "not tested"
+
+
+def test_parameters_table_is_headed_by_the_profile():
+    from fedkd_core.chapters.setting import Params
+
+    table = report.parameters_table(Params(profile="quick"))
+    assert list(table.columns) == ["profile: quick"] and "profile" not in table.index
+    assert table.loc["alphas", "profile: quick"] == "0.5" and not np.isnan(len(table))
