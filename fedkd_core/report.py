@@ -73,7 +73,7 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str],
     table["ours"] = [("not run" if np.isnan(m) else f"{m:.{digits}f} (1 seed)" if n == 1 else pm(m, s, digits))
                      for m, s, n in zip(merged["mean_ours"], merged["std_ours"], seeds)]
     difference = merged["mean_ours"] - merged["mean_paper"]
-    table["ours − paper"] = difference.round(digits)
+    table["ours − paper"] = difference.round(digits) + 0.0  # + 0.0 turns -0.0 into 0.0
     table["seeds"] = seeds
     for label in ("profile", "precision"):
         table[label] = merged.get(label, pd.Series([""] * len(merged))).fillna("")
@@ -99,8 +99,10 @@ def styled_comparison(table: pd.DataFrame, digits: int = 1):
 
     return (table.style.apply(row_style, axis=1)
             .format({"ours − paper": f"{{:+.{digits}f}}"}, na_rep="—")
+            .format_index(lambda v: f"{v:g}" if isinstance(v, float) else v, axis=0)
             .hide(["agrees"], axis="columns")
-            .set_table_styles([{"selector": "th, td", "props": "border-left: 1px solid #ddd; padding: 2px 10px;"}]))
+            .set_table_styles([{"selector": "th, td",
+                                "props": "border-left: 1px solid #ddd; padding: 2px 10px; white-space: nowrap;"}]))
 
 
 def verdict_word(holds: int, cells: int) -> str:
