@@ -1,7 +1,7 @@
 # fedkd: two commands do everything on a fresh machine with Python 3.11.
 #   make book   set up .venv, prepare data, execute every chapter (quick profile), render the book
 #   make test   set up .venv, prepare data, run the whole test suite (unit, end-to-end, nbval)
-# Other targets: make chapter CH=knfu [PROFILE=quick|smoke|paper], make sweep CH=knfu [WORKERS=2],
+# Other targets: make chapter CH=knfu [PROFILE=quick|paper], make sweep CH=knfu [WORKERS=2],
 # make notebooks, make benchmark. JOBS (default: the number of cores) processes run chapters and tests.
 
 PYTHON ?= python3.11
@@ -58,7 +58,7 @@ book: data
 	$(BIN)/jupyter-book build book/
 	@echo "book: open book/_build/html/index.html"
 
-chapter-%:
+chapter-%: data
 	@mkdir -p book/chapters $(LOGS)
 	@echo "== chapter $* (profile $(PROFILE)) started, log: $(LOGS)/$*.log"
 	@start=$$(date +%s); \

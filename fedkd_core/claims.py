@@ -2,10 +2,12 @@
 
 A worker claims a run by creating ``<results>/.claims/<profile>/<key>.claim`` with O_EXCL (one
 creator wins, on any POSIX file system), runs it, saves its record, and deletes the claim. A
-claim whose worker is gone is *stale*: on the same host, its process no longer exists; from
-another host (results on a shared disk), it is older than ``stale_after`` seconds. A stale claim
-is taken over by renaming it aside first (a rename succeeds for one worker only), then claiming
-afresh.
+claim whose worker is gone is *stale*: on the same host, its process no longer exists or its pid
+now belongs to a process started at another time (pids are reused after a restart); from another
+host (results on a shared disk), it is older than ``stale_after`` seconds (claims carry no
+heartbeat, so a run longer than that may be taken over). A stale claim is taken over by renaming
+it aside (a rename succeeds for one worker only) and checking that what was renamed is still the
+claim judged stale, then claiming afresh.
 """
 
 from __future__ import annotations
@@ -28,12 +30,24 @@ def try_claim(path: Path, stale_after: float = DEFAULT_STALE_AFTER) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     if _create(path):
         return True
-    if not is_stale(path, stale_after):
+    try:
+        judged = path.read_text()
+        age = time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        return _create(path)  # released meanwhile
+    if not _is_stale(judged, age, stale_after):
         return False
     aside = path.with_name(f"{path.name}.stale-{os.getpid()}-{time.time_ns()}")
     try:
         os.rename(path, aside)  # only one worker's rename of the stale claim succeeds
     except FileNotFoundError:
+        return False
+    if aside.read_text() != judged:  # another worker took the stale claim over first: give it back
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass
+        aside.unlink(missing_ok=True)
         return False
     aside.unlink(missing_ok=True)
     return _create(path)
@@ -45,12 +59,23 @@ def _create(path: Path) -> bool:
     except FileExistsError:
         return False
     with os.fdopen(handle, "w") as out:
-        json.dump({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}, out)
+        json.dump(_this_process(), out)
     return True
 
 
+def _this_process() -> dict:
+    pid = os.getpid()
+    return {"pid": pid, "process_start": _process_start(pid), "host": socket.gethostname(), "started": time.time()}
+
+
 def release(path: Path) -> None:
-    path.unlink(missing_ok=True)
+    """Delete the claim at ``path`` if this process holds it (never another worker's)."""
+    try:
+        owner = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return
+    if owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
+        path.unlink(missing_ok=True)
 
 
 def is_stale(path: Path, stale_after: float = DEFAULT_STALE_AFTER) -> bool:
@@ -60,13 +85,28 @@ def is_stale(path: Path, stale_after: float = DEFAULT_STALE_AFTER) -> bool:
         text = path.read_text()
     except FileNotFoundError:
         return False  # released meanwhile: not ours to take over, the run may be done
+    return _is_stale(text, age, stale_after)
+
+
+def _is_stale(text: str, age: float, stale_after: float) -> bool:
     try:
         owner = json.loads(text)
     except ValueError:
         return age > 60.0  # being written this instant, or left half-written by a killed worker
     if owner.get("host") == socket.gethostname():
-        return not _process_exists(int(owner.get("pid", -1)))
+        pid = int(owner.get("pid", -1))
+        # The process is gone, or its pid now belongs to another process (a restarted container).
+        return not _process_exists(pid) or owner.get("process_start") != _process_start(pid)
     return age > stale_after
+
+
+def _process_start(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (Linux), None where unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19])  # field 22 of stat; the first two (pid, comm) are before ")"
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _process_exists(pid: int) -> bool:

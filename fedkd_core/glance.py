@@ -19,7 +19,7 @@ from typing import Callable
 import pandas as pd
 
 from .report import record_precision, verdict_word
-from .results import load_record
+from .results import EXECUTION_SETTINGS, load_record
 from .sweep import load_grid
 
 PARAMS = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "paper"
@@ -68,6 +68,9 @@ def paper_records(chapter: str) -> list:
 def cell_of(record) -> str:
     """Everything that defines a run except the method and the seed: runs of one cell compare."""
     config = {k: v for k, v in record.config.items() if k not in ("algorithm", "algorithm_params", "seed")}
+    config = json.loads(json.dumps(config))
+    for section, name in EXECUTION_SETTINGS:  # bf16 and fp32 runs of a cell are one cell
+        config.get(section, {}).pop(name, None)
     return json.dumps(config, sort_keys=True)
 
 
@@ -77,9 +80,10 @@ def our_counts(records: list, better: str, worse: str) -> dict:
     frame = pd.DataFrame(rows, columns=["cell", "algorithm", "alma", "seed", "precision"])
     frame = frame[frame.algorithm.isin([better, worse])]
     wide = frame.pivot_table(index="cell", columns="algorithm", values="alma").dropna()
+    frame = frame[frame.cell.isin(wide.index)]  # only cells where both methods ran
     if wide.empty or better not in wide or worse not in wide:
         return {"holds": 0, "cells": 0, "seeds": "0", "precision": ""}
-    seeds = frame[frame.cell.isin(wide.index)].groupby(["cell", "algorithm"])["seed"].nunique()
+    seeds = frame.groupby(["cell", "algorithm"])["seed"].nunique()
     spread = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
     return {"holds": int((wide[better] > wide[worse]).sum()), "cells": len(wide), "seeds": spread,
             "precision": "+".join(sorted(set(frame.precision)))}

@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .results import RecordError, RunRecord, key_of, read_record, results_dir, save_record
+from .results import RecordError, RunRecord, key_of, read_record, results_dir, write_record
 
 # Settings added after the first records were written, with the value every earlier run used.
 ADDED_SETTINGS = {("train", "augment"): "none"}
@@ -43,10 +43,14 @@ def rekey(root: Path, dry_run: bool = False) -> list[tuple[Path, Path]]:
         key = key_of(config)
         if key == record.key and path.stem == key and config == record.config:
             continue
-        target = path.with_name(f"{key}.json")
+        target = path.with_name(f"{key}.json")  # same folder: the profile it was filed under
+        if target != path and target.exists():
+            print(f"skipped: {path} would replace {target.name}, a record of the same run (e.g. made in "
+                  "another precision); keep one of the two by hand")
+            continue
         moves.append((path, target))
         if not dry_run:
-            save_record(RunRecord(**{**record.__dict__, "config": config, "key": key}), root)
+            write_record(RunRecord(**{**record.__dict__, "config": config, "key": key}), target)
             if target != path:
                 path.unlink()
     return moves

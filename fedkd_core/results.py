@@ -126,8 +126,12 @@ def _profile_rank(path: Path) -> int:
 
 
 def save_record(record: RunRecord, root=None) -> Path:
+    """Write to ``<results>/<profile>/<algorithm>/<key>.json`` (see :func:`write_record`)."""
+    return write_record(record, results_dir(root) / record.profile / record.config["algorithm"] / f"{record.key}.json")
+
+
+def write_record(record: RunRecord, path: Path) -> Path:
     """Write atomically: a temporary file in the same folder, then a rename."""
-    path = results_dir(root) / record.profile / record.config["algorithm"] / f"{record.key}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
         json.dump(record.__dict__, handle, indent=1)

@@ -121,8 +121,10 @@ def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None
                 tqdm.write(f"FAILED {text}")
     for process in processes:
         process.join()
-    crashed = sum(1 for p in processes if p.exitcode != 0)  # a failed run, or killed / out of memory
-    return max(failures, crashed)
+    crashed = sum(1 for p in processes if p.exitcode != 0) - failures  # killed, out of memory, bad input
+    if crashed > 0:
+        tqdm.write(f"{crashed} worker(s) stopped without finishing a run (see the traceback above)")
+    return failures + max(crashed, 0)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -148,7 +150,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     start = time.perf_counter()
     failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]))
-    print(f"finished in {time.perf_counter() - start:.0f} s" + (f", {failures} failed" if failures else ""))
+    print(f"finished in {time.perf_counter() - start:.0f} s" + (f", {failures} failure(s)" if failures else ""))
+    held = status(configs, params.profile)["claimed"]
+    if held:
+        print(f"{len(held)} run(s) are held by workers of another sweep and were not run here:")
+        for config in held:
+            print(f"  {describe(config)}")
     if failures:
         raise SystemExit(1)
 

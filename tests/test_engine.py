@@ -190,3 +190,14 @@ def test_evaluation_of_shared_models_equals_scoring_each_client_alone(algorithm)
     np.testing.assert_allclose(result["client_accuracies"], alone, atol=1e-6)
     if method.global_model() is not None:
         assert result["global_acc"] == pytest.approx(accuracy(method.global_model(), data.dataset, global_test), abs=1e-6)
+
+
+def test_rekey_never_overwrites_a_record_of_the_same_run(tmp_path):
+    record = run_experiment(SMALL, root=tmp_path, progress=False)
+    path = tmp_path / "custom" / "local" / f"{record.key}.json"
+    stored = json.loads(path.read_text())
+    del stored["config"]["train"]["augment"]
+    twin = path.parent / "0123456789abcdef.json"  # the same run in another precision, old key
+    twin.write_text(json.dumps({**stored, "key": "0123456789abcdef"}))
+    assert rekey(tmp_path) == []
+    assert twin.exists() and load_record(SMALL, tmp_path).history == record.history

@@ -69,3 +69,34 @@ def test_dry_run_counts_live_claims_apart_from_what_is_left(smoke_grid, tmp_path
 def test_workers_must_be_positive(smoke_grid):
     with pytest.raises(SystemExit):
         sweep.main(["setting", "--params", str(smoke_grid), "--workers", "0"])
+
+
+def test_a_claim_whose_pid_now_belongs_to_another_process_is_stale(tmp_path):
+    path = claims.claim_path(tmp_path, "paper", "abc")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"pid": os.getpid(), "process_start": -1, "host": socket.gethostname(), "started": 0}))
+    assert claims.is_stale(path)  # same pid, other start time: the pid was reused after a restart
+
+
+def test_release_never_deletes_another_workers_claim(tmp_path):
+    path = claims.claim_path(tmp_path, "paper", "abc")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"pid": 1, "host": socket.gethostname(), "started": 0}))
+    claims.release(path)
+    assert path.exists()
+
+
+def test_a_stale_claim_taken_over_by_another_worker_first_is_given_back(tmp_path, monkeypatch):
+    path = claims.claim_path(tmp_path, "paper", "abc")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"pid": -5, "host": socket.gethostname(), "started": 0}))  # a dead worker's
+    other = json.dumps({"pid": 1, "host": socket.gethostname(), "started": 1})  # a live worker's claim
+    real_rename = os.rename
+
+    def rename_after_another_worker_took_over(src, dst):
+        path.write_text(other)  # between our judgement and our rename, another worker took it over
+        real_rename(src, dst)
+
+    monkeypatch.setattr(claims.os, "rename", rename_after_another_worker_took_over)
+    assert not claims.try_claim(path)
+    assert path.read_text() == other  # the other worker's claim is back in place
