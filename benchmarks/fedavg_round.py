@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -47,8 +48,7 @@ def split_from_file(path: Path) -> FederatedData:
     bounds = np.concatenate([[0], np.cumsum(arrays["client_sizes"])])
     clients = [np.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     empty = np.array([], dtype=np.int64)
-    config = DataConfig("mnist", num_clients=len(clients), partition="dirichlet", alpha=0.1, local_test_size=0)
-    return FederatedData(dataset, config, clients, [empty] * len(clients), empty, empty)
+    return FederatedData(dataset, replace(DATA, num_clients=len(clients)), clients, [empty] * len(clients), empty, empty)
 
 
 def flops_per_sample(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:

@@ -144,7 +144,7 @@ def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_prec
     accuracies, global_acc = [float("nan")] * data.num_clients, None
     for model, clients in users.values():
         scored = [data.client_test[k] for k in clients] + ([global_test] if model is global_model else [])
-        union = np.unique(np.concatenate(scored)) if scored else np.zeros(0, dtype=np.int64)
+        union = np.unique(np.concatenate(scored))
         correct = correct_predictions(model, data.dataset, union, mixed_precision=mixed_precision)
         for k in clients:
             accuracies[k] = _share_correct(correct, union, data.client_test[k])

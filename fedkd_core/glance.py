@@ -19,7 +19,7 @@ from typing import Callable
 import pandas as pd
 
 from .report import record_precision, verdict_word
-from .results import EXECUTION_SETTINGS, load_record
+from .results import load_record, outcome_fields
 from .sweep import load_grid
 
 PARAMS = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "paper"
@@ -34,20 +34,24 @@ class Headline:
     paper_counts: Callable[[], tuple[int, int]]  # (cells where it holds, cells) in the paper's tables
 
 
+def _count_wins(paper: pd.DataFrame, cell: list[str], better: str, worse: str) -> tuple[int, int]:
+    """(cells where ``better`` > ``worse``, cells) of a paper table with one row per cell and method."""
+    wide = paper.pivot_table(index=cell, columns="algorithm", values="mean")
+    return int((wide[better] > wide[worse]).sum()), len(wide)
+
+
 def _knfu_paper_counts(better: str, worse: str) -> tuple[int, int]:
     from .chapters import knfu
 
-    paper = pd.concat([knfu.paper_table1(), knfu.paper_table2()])
-    wide = paper.pivot_table(index=["dataset", "alpha", "size"], columns="algorithm", values="mean")
-    return int((wide[better] > wide[worse]).sum()), len(wide)
+    return _count_wins(pd.concat([knfu.paper_table1(), knfu.paper_table2()]), ["dataset", "alpha", "size"],
+                       better, worse)
 
 
 def _fedckd_paper_counts(better: str, worse: str) -> tuple[int, int]:
     from .chapters import fedckd
 
     paper = pd.concat([fedckd.paper_accuracy_table(s).assign(setting=s) for s in fedckd.SETTINGS])
-    wide = paper.pivot_table(index=["setting", "dataset", "clients"], columns="algorithm", values="mean")
-    return int((wide[better] > wide[worse]).sum()), len(wide)
+    return _count_wins(paper, ["setting", "dataset", "clients"], better, worse)
 
 
 HEADLINES = [
@@ -67,10 +71,9 @@ def paper_records(chapter: str) -> list:
 
 def cell_of(record) -> str:
     """Everything that defines a run except the method and the seed: runs of one cell compare."""
-    config = {k: v for k, v in record.config.items() if k not in ("algorithm", "algorithm_params", "seed")}
-    config = json.loads(json.dumps(config))
-    for section, name in EXECUTION_SETTINGS:  # bf16 and fp32 runs of a cell are one cell
-        config.get(section, {}).pop(name, None)
+    config = outcome_fields(record.config)  # bf16 and fp32 runs of a cell are one cell
+    for name in ("algorithm", "algorithm_params", "seed"):
+        config.pop(name)
     return json.dumps(config, sort_keys=True)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
@@ -118,8 +119,6 @@ def markdown_list(lines: Sequence[str]) -> str:
 
 def parameters_table(params) -> pd.DataFrame:
     """A chapter's parameters as a small two-column table, headed by the profile's name."""
-    import dataclasses
-
     values = {f.name: getattr(params, f.name) for f in dataclasses.fields(params) if f.name != "profile"}
     table = pd.DataFrame({"value": [str(v) for v in values.values()]}, index=pd.Index(list(values), name="parameter"))
     table.columns = [f"profile: {getattr(params, 'profile', '?')}"]

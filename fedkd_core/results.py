@@ -48,12 +48,18 @@ def results_dir(root: str | os.PathLike | None = None) -> Path:
 EXECUTION_SETTINGS = (("train", "mixed_precision"),)
 
 
-def key_of(resolved: dict) -> str:
-    """The record key of a resolved config (``ExperimentConfig.resolved()``)."""
-    fields = json.loads(json.dumps(resolved))  # a deep copy that is plain JSON data
+def outcome_fields(config: dict) -> dict:
+    """A copy of a (resolved or stored) config without its :data:`EXECUTION_SETTINGS`: what decides
+    the run's outcome."""
+    fields = json.loads(json.dumps(config))  # a deep copy that is plain JSON data
     for section, name in EXECUTION_SETTINGS:
         fields.get(section, {}).pop(name, None)
-    text = json.dumps({"version": RECORD_VERSION, **fields}, sort_keys=True)
+    return fields
+
+
+def key_of(resolved: dict) -> str:
+    """The record key of a resolved config (``ExperimentConfig.resolved()``)."""
+    text = json.dumps({"version": RECORD_VERSION, **outcome_fields(resolved)}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

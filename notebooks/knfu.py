@@ -180,7 +180,7 @@ print(f"heaviest neighbour among the 3 truly closest: {agreement['heaviest_is_cl
 
 # %%
 paper_records = knfu.paper_profile_records()
-configs = knfu.experiments_to_run(params)
+configs = knfu.experiments_to_run(params, paper_records)
 records = [run_experiment(config, profile=params.profile, progress=False) for config in configs]
 covered = {knfu.cell_of(r) for r in paper_records}
 records = [r for r in records if knfu.cell_of(r) not in covered] + paper_records

@@ -298,13 +298,14 @@ def cell_of(run) -> tuple:
     return data["dataset"], float(data["alpha"]), data["samples_per_client"], run.config["algorithm"]
 
 
-def experiments_to_run(params: Params) -> list[ExperimentConfig]:
+def experiments_to_run(params: Params, paper_records: list | None = None) -> list[ExperimentConfig]:
     """What the notebook runs: the grid less the cells that committed paper-profile records cover
-    (those cells are shown from the paper records). The paper profile itself runs its whole grid."""
+    (those cells are shown from the paper records; pass them when already loaded). The paper
+    profile itself runs its whole grid."""
     configs = experiments(params)
     if params.profile == PAPER_PROFILE.profile:
         return configs
-    covered = {cell_of(record) for record in paper_profile_records()}
+    covered = {cell_of(record) for record in (paper_profile_records() if paper_records is None else paper_records)}
     return [config for config in configs if cell_of(config) not in covered]
 
 
@@ -318,7 +319,6 @@ def paper_profile_records(root=None) -> list:
 
 def final_table(records) -> pd.DataFrame:
     """One row per run: its cell, seed, final ALMA, profile and precision."""
-
     rows = []
     for record in records:
         dataset, alpha, size, algorithm = cell_of(record)
