@@ -104,7 +104,7 @@ def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.devic
                   "bytes_down": totals["bytes_down"] + traffic["bytes_down"]}
         if round_index % config.eval_every == 0 or round_index == config.rounds:
             row = {"round": round_index, **traffic, "seconds": seconds,
-                   **evaluate(algorithm, data, global_test, config.train.mixed_precision)}
+                   **evaluate(algorithm, data, global_test, config.train.mixed_precision), **algorithm.round_metrics()}
             history.append(row)
             bar.set_postfix(alma=f"{row['alma']:.3f}")
     return {"history": history, "client_accuracies": history[-1]["client_accuracies"], "totals": totals}

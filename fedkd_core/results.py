@@ -95,7 +95,7 @@ class RunRecord:
 
 # Records live under <results>/<profile>/<algorithm>/<key>.json. A lookup takes the first
 # profile in this order that holds the key, so a finished paper-profile run always wins.
-PROFILE_PREFERENCE = ("paper", "quick", "smoke", "custom")
+PROFILE_PREFERENCE = ("paper", "reduced", "quick", "smoke", "custom")
 
 
 def record_path(config: ExperimentConfig, profile: str, root=None) -> Path:

@@ -186,6 +186,26 @@ def predict(
     return torch.cat(outputs)
 
 
+@torch.no_grad()
+def predict_features(model: nn.Module, dataset: ImageDataset, indices: np.ndarray, *, split: str = "train",
+                     batch_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(features, logits) of a :class:`~fedkd_core.models.SplitModel` on ``indices``, float32, in
+    full precision whatever the hardware (densities are fitted on these features), model in eval
+    mode, no augmentation."""
+    device = next(model.parameters()).device
+    model.eval()
+    features, logits = [], []
+    size = batch_size or INFERENCE_BATCH.get(device.type, 512)
+    for batch in iterate_batches(dataset, indices, size, device=device, split=split):
+        z = model.features(batch.x).float()
+        features.append(z)
+        logits.append(model.head(z).float())
+    if not features:
+        empty = torch.zeros(0, device=device)
+        return empty, empty
+    return torch.cat(features), torch.cat(logits)
+
+
 def correct_predictions(model: nn.Module, dataset: ImageDataset, indices: np.ndarray, *, split: str = "test",
                         mixed_precision: bool | str = False) -> np.ndarray:
     """Whether ``model``'s top-1 prediction is right, for each of ``indices`` (bool array)."""

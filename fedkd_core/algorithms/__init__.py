@@ -13,6 +13,8 @@ from .lg_fedavg import LGFedAvg
 from .pfedme import PFedMe
 from .pfedsd import PFedSD
 from .fedmd import FedMD
+from .feddf import FedDF
+from .fedua import FedUA
 from .knfu import KnFu
 from .knfu_local import KnFuLocal
 from .selective_fd import SelectiveFD
@@ -31,6 +33,8 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "fedmd": FedMD,
     "selective_fd": SelectiveFD,
     "knfu_local": KnFuLocal,
+    "feddf": FedDF,
+    "fedua": FedUA,
 }
 
 

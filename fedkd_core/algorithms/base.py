@@ -105,6 +105,11 @@ class Algorithm:
     def global_model(self) -> nn.Module | None:
         return None
 
+    def round_metrics(self) -> dict:
+        """Plain-data diagnostics of the last round, stored in the record's history (e.g. FedUA's
+        teacher weights); none by default."""
+        return {}
+
 
 class PersonalModels:
     """One resident model per client, created from the initial model on first use."""

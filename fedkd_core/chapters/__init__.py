@@ -17,6 +17,7 @@ CHAPTERS: dict[str, str] = {
     "setting": "fedkd_core.chapters.setting",
     "knfu": "fedkd_core.chapters.knfu",
     "fedckd": "fedkd_core.chapters.fedckd",
+    "fedua": "fedkd_core.chapters.fedua",
 }
 
 

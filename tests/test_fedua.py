@@ -1,0 +1,297 @@
+"""FedUA and FedDF: every step against the paper's formulas on hand-made inputs, equivalences,
+the step split at FedBE's proportions, a short real CIFAR-10 run, and the chapter's grid."""
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import multivariate_normal
+
+from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
+from fedkd_core.algorithms.base import message_bytes
+from fedkd_core.algorithms.fedua import bald_scores, fit_feature_density, teacher_weights
+from fedkd_core.chapters import fedua as chapter
+from fedkd_core.distill import kd_kl
+from fedkd_core.experiment import ExperimentConfig, simulate
+from fedkd_core.feature_density import FeatureDensity
+from fedkd_core.federation import DataConfig, build_federated_data
+from fedkd_core.partition import class_histograms, step
+from fedkd_core.training import TrainConfig
+from fedkd_core.uncertainty import ensemble_targets, select_samples
+
+# --- the GDA of a client's features (Eqs. 1-2a) -----------------------------------------------
+
+TWO_CLASSES = torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0], [5.0, 5.0], [6.0, 5.0], [5.0, 7.0]])
+TWO_LABELS = torch.tensor([0, 0, 0, 2, 2, 2])
+
+
+def test_gda_fit_has_class_means_unbiased_covariances_and_count_priors():
+    density = fit_feature_density(TWO_CLASSES, TWO_LABELS, num_classes=3)
+    assert density.relative_jitter == 0.0
+    assert density.counts.tolist() == [3, 0, 3]
+    torch.testing.assert_close(density.means[0], torch.tensor([2 / 3, 2 / 3], dtype=torch.float64))
+    torch.testing.assert_close(density.means[2], torch.tensor([16 / 3, 17 / 3], dtype=torch.float64))
+    # class 0: deviations (-2/3,-2/3), (4/3,-2/3), (-2/3,4/3); sum of outer products / (3 - 1)
+    expected = torch.tensor([[4 / 3, -2 / 3], [-2 / 3, 4 / 3]], dtype=torch.float64)
+    torch.testing.assert_close(density.covariances[0], expected)
+    assert torch.exp(density.log_priors()).tolist() == [0.5, 0.0, 0.5]
+
+
+def test_mixture_log_density_is_the_closed_form_over_present_classes():
+    density = fit_feature_density(TWO_CLASSES, TWO_LABELS, num_classes=3)
+    z = torch.tensor([[1.0, 1.0], [4.0, 6.0], [-3.0, 9.0]], dtype=torch.float64)
+    per_class = [multivariate_normal(density.means[c].numpy(), density.covariances[c].numpy()).logpdf(z.numpy())
+                 for c in (0, 2)]
+    torch.testing.assert_close(density.class_log_densities(z)[:, [0, 2]],
+                               torch.tensor(np.stack(per_class, 1)), atol=1e-10, rtol=0)
+    assert torch.isneginf(density.class_log_densities(z)[:, 1]).all()
+    direct = np.log(0.5 * np.exp(per_class[0]) + 0.5 * np.exp(per_class[1]))
+    torch.testing.assert_close(density.log_prob(z), torch.tensor(direct), atol=1e-10, rtol=0)
+
+
+def test_one_present_class_gives_that_gaussian_and_absent_classes_change_nothing():
+    only = fit_feature_density(TWO_CLASSES[:3], TWO_LABELS[:3], num_classes=1)
+    wider = fit_feature_density(TWO_CLASSES[:3], TWO_LABELS[:3], num_classes=10)
+    z = torch.randn(5, 2, dtype=torch.float64)
+    gaussian = multivariate_normal(only.means[0].numpy(), only.covariances[0].numpy()).logpdf(z.numpy())
+    torch.testing.assert_close(only.log_prob(z), torch.tensor(gaussian), atol=1e-10, rtol=0)
+    torch.testing.assert_close(wider.log_prob(z), only.log_prob(z))
+
+
+def test_degenerate_covariance_gets_the_smallest_jitter_that_factorises():
+    collinear = torch.tensor([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]])  # rank-1 covariance
+    density = fit_feature_density(collinear, torch.zeros(3, dtype=torch.long), num_classes=2)
+    assert density.relative_jitter > 0
+    log_p = density.log_prob(torch.tensor([[0.5, 0.5], [0.0, 3.0]]))
+    assert torch.isfinite(log_p).all() and log_p[0] > log_p[1]
+
+
+def test_a_class_with_one_sample_takes_the_pooled_within_class_covariance():
+    features = torch.cat([TWO_CLASSES, torch.tensor([[9.0, 9.0]])])
+    labels = torch.cat([TWO_LABELS, torch.tensor([1])])
+    density = fit_feature_density(features, labels, num_classes=3)
+    scatter = sum((TWO_CLASSES[TWO_LABELS == c] - TWO_CLASSES[TWO_LABELS == c].mean(0)).T.double()
+                  @ (TWO_CLASSES[TWO_LABELS == c] - TWO_CLASSES[TWO_LABELS == c].mean(0)).double() for c in (0, 2))
+    pooled = scatter / (7 - 3)  # n minus the number of classes present
+    torch.testing.assert_close(density.covariances[1], pooled)
+    torch.testing.assert_close(density.means[1], torch.tensor([9.0, 9.0], dtype=torch.float64))
+
+
+def test_density_survives_its_upload_as_float32():
+    density = fit_feature_density(torch.randn(50, 4), torch.randint(0, 3, (50,)), num_classes=3)
+    rebuilt = FeatureDensity.from_message(density.to_message())
+    z = torch.randn(7, 4, dtype=torch.float64)
+    torch.testing.assert_close(rebuilt.log_prob(z), density.log_prob(z), atol=1e-4, rtol=1e-5)
+
+
+def test_bad_features_or_labels_are_clear_errors():
+    with pytest.raises(ValueError, match="labels must lie in"):
+        fit_feature_density(torch.zeros(2, 3), torch.tensor([0, 5]), num_classes=3)
+    with pytest.raises(ValueError, match="features must be"):
+        fit_feature_density(torch.zeros(2, 3), torch.tensor([0]), num_classes=3)
+
+
+# --- teacher weights, ensemble targets, BALD, selection (Eqs. 2b-4) -----------------------------
+
+def test_teacher_weights_normalise_densities_across_teachers():
+    torch.testing.assert_close(teacher_weights(torch.zeros(4, 3)), torch.full((4, 3), 0.25, dtype=torch.float64))
+    w = teacher_weights(torch.tensor([[0.0], [-10.0]]))
+    torch.testing.assert_close(w[:, 0], torch.tensor([1 / (1 + math.exp(-10)), math.exp(-10) / (1 + math.exp(-10))],
+                                                     dtype=torch.float64))
+    log_p = torch.randn(5, 8, dtype=torch.float64) * 30
+    torch.testing.assert_close(teacher_weights(log_p + 123.0), teacher_weights(log_p))
+    torch.testing.assert_close(teacher_weights(log_p).sum(0), torch.ones(8, dtype=torch.float64))
+    hopeless = teacher_weights(torch.full((2, 1), -math.inf))
+    torch.testing.assert_close(hopeless, torch.full((2, 1), 0.5, dtype=torch.float64))
+
+
+def test_ensemble_targets_mix_logits_with_the_weights():
+    logits = torch.randn(3, 6, 4)
+    one_hot = torch.zeros(3, 6, dtype=torch.float64)
+    one_hot[1] = 1.0
+    torch.testing.assert_close(ensemble_targets(logits, one_hot), torch.softmax(logits[1], -1))
+    uniform = torch.full((3, 6), 1 / 3, dtype=torch.float64)
+    torch.testing.assert_close(ensemble_targets(logits, uniform), torch.softmax(logits.mean(0), -1))
+    weights = torch.softmax(torch.randn(3, 6, dtype=torch.float64), 0)  # log-softmax inputs: same targets
+    torch.testing.assert_close(ensemble_targets(torch.log_softmax(logits, -1), weights),
+                               ensemble_targets(logits, weights))
+
+
+def test_bald_is_the_mutual_information_of_the_teachers():
+    same = torch.softmax(torch.randn(1, 5, 3), -1).expand(4, 5, 3)
+    torch.testing.assert_close(bald_scores(same), torch.zeros(5, dtype=torch.float64), atol=1e-12, rtol=0)
+    opposed = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]])
+    torch.testing.assert_close(bald_scores(opposed), torch.tensor([math.log(2)], dtype=torch.float64))
+    assert float(bald_scores(torch.full((3, 1, 4), 0.25))) == 0.0
+    probs = torch.softmax(torch.randn(5, 20, 10, dtype=torch.float64) * 3, -1)
+    scores = bald_scores(probs)
+    mean = probs.mean(0).numpy()
+    direct = -(mean * np.log(mean)).sum(-1) + (probs.numpy() * np.log(probs.numpy())).sum(-1).mean(0)
+    torch.testing.assert_close(scores, torch.tensor(direct))
+    assert (scores >= 0).all() and (scores <= math.log(10)).all()
+
+
+def test_selection_keeps_the_top_ceil_share_and_everything_at_ratio_one():
+    scores = torch.tensor([0.1, 0.9, 0.5, 0.9, 0.0, 0.3, 0.7, 0.2, 0.6, 0.4])
+    assert select_samples(scores, 0.25, "bald", np.random.default_rng(0)).tolist() == [1, 3, 6]  # ceil(2.5) = 3
+    assert select_samples(scores, 1.0, "bald", np.random.default_rng(0)).tolist() == list(range(10))
+    assert select_samples(scores, 1.0, "random", np.random.default_rng(0)).tolist() == list(range(10))
+    draw = select_samples(scores, 0.4, "random", np.random.default_rng(7))
+    assert len(draw) == 4 and draw.tolist() == select_samples(scores, 0.4, "random", np.random.default_rng(7)).tolist()
+    with pytest.raises(ValueError, match="selection must be one of"):
+        select_samples(scores, 0.5, "entropy", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="ratio must be in"):
+        select_samples(scores, 0.0, "bald", np.random.default_rng(0))
+
+
+def test_distillation_loss_vanishes_only_at_the_ensemble():
+    logits = torch.randn(6, 10)
+    targets = ensemble_targets(logits.unsqueeze(0), torch.ones(1, 6, dtype=torch.float64))
+    assert float(kd_kl(logits, targets, 1.0, scale_by_t2=False)) == pytest.approx(0.0, abs=1e-6)
+    assert float(kd_kl(logits + torch.randn(6, 10), targets, 1.0, scale_by_t2=False)) > 1e-3
+
+
+# --- the step split at FedBE's proportions -----------------------------------------------------
+
+def test_step_at_098_is_fedbe_shape():
+    labels = np.repeat(np.arange(10), 4000)
+    parts = step(labels, 10, major_classes=2, major_fraction=0.98, seed=3)
+    histograms = class_histograms(labels, parts, 10)
+    assert (histograms.sum(1) == 4000).all()
+    counts = np.sort(histograms, axis=1)
+    assert (counts[:, -2:] == 1960).all() and (counts[:, :-2] == 10).all()
+    majors = (histograms == 1960).sum(0)
+    assert (majors == 2).all()  # each class is major for exactly 2 clients
+
+
+# --- the algorithms on tiny real data ----------------------------------------------------------
+
+def tiny(algorithm: str, rounds: int = 1, **params) -> ExperimentConfig:
+    return ExperimentConfig(
+        algorithm=algorithm, algorithm_params=params,
+        data=DataConfig(dataset="cifar10", num_clients=4, partition="step", pool_size=400, transfer_size=100,
+                        local_test_size=20),
+        model="cnn5", train=TrainConfig(epochs=1, batch_size=32, lr=0.02, momentum=0.9, mixed_precision=False),
+        rounds=rounds, global_test_size=200, seed=1,
+    )
+
+
+def run_and_keep(config: ExperimentConfig):
+    data = build_federated_data(config.data, config.seed)
+    ctx = Context(data=data, model_name=config.model, train=config.train, device=torch.device("cpu"), seed=config.seed)
+    algorithm = algorithm_class(config.algorithm)(algorithm_config(config.algorithm, config.algorithm_params), ctx)
+    torch.manual_seed(0)
+    uploads = {}
+    for round_index in range(1, config.rounds + 1):
+        algorithm.begin_round(round_index)
+        uploads = {k: algorithm.client_update(k, algorithm.download(k)) for k in range(data.num_clients)}
+        algorithm.server_update(uploads)
+    return algorithm, uploads
+
+
+def assert_same_state(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for key in sa:
+        assert torch.equal(sa[key], sb[key]), key
+
+
+def test_fedua_with_uniform_weights_and_all_samples_is_feddf():
+    fedua, _ = run_and_keep(tiny("fedua", 2, server_epochs=1, weighting="uniform", sample_ratio=1.0))
+    feddf, _ = run_and_keep(tiny("feddf", 2, server_epochs=1))
+    assert_same_state(fedua.global_model(), feddf.global_model())
+
+
+def test_feddf_without_server_epochs_is_fedavg():
+    feddf, _ = run_and_keep(tiny("feddf", 2, server_epochs=0))
+    fedavg, _ = run_and_keep(tiny("fedavg", 2))
+    assert_same_state(feddf.global_model(), fedavg.global_model())
+
+
+def test_distillation_brings_the_student_closer_to_the_ensemble_than_fedavg():
+    config = tiny("feddf", 1, server_epochs=5, server_lr=0.05)
+    feddf, uploads = run_and_keep(replace(config, train=replace(config.train, epochs=4, lr=0.05)))
+    fedavg, _ = run_and_keep(tiny("feddf", 1, server_epochs=0))
+    outputs = feddf.teacher_outputs(uploads)
+    targets = ensemble_targets(outputs.logits, feddf.teacher_weights(outputs, uploads))
+    data = feddf.ctx.data
+
+    def kl_to_targets(model):
+        from fedkd_core.training import predict
+        return float(kd_kl(predict(model, data.dataset, data.transfer), targets, 1.0, scale_by_t2=False))
+
+    fedavg.server_update(uploads)  # the FedAvg of the same uploads
+    assert kl_to_targets(feddf.model) < 0.8 * kl_to_targets(fedavg.model)
+
+
+def test_fedua_upload_is_the_model_plus_the_gda():
+    fedua, fedua_uploads = run_and_keep(tiny("fedua", 1, server_epochs=1))
+    _, feddf_uploads = run_and_keep(tiny("feddf", 1, server_epochs=1))
+    classes, dim = 10, 84  # cnn5's penultimate layer
+    extra = classes * dim * 4 + classes * dim * dim * 4 + classes * 8 + 4  # means, covariances, counts, jitter
+    assert message_bytes(fedua_uploads[0]) - message_bytes(feddf_uploads[0]) == extra
+    metrics = fedua.round_metrics()
+    assert metrics["teachers"] == [0, 1, 2, 3]
+    assert 0.25 <= metrics["mean_max_weight"] <= 1.0
+    assert metrics["distilled_samples"] == math.ceil(0.6 * 100)
+    assert len(metrics["density_entropy"]) == 4 and len(metrics["density_entropy"][0]) == 10
+
+
+def test_fedua_is_deterministic_under_a_seed():
+    a, _ = run_and_keep(tiny("fedua", 1, server_epochs=1))
+    b, _ = run_and_keep(tiny("fedua", 1, server_epochs=1))
+    assert_same_state(a.global_model(), b.global_model())
+
+
+def test_all_three_methods_learn_on_real_cifar10():
+    base = ExperimentConfig(
+        algorithm="fedavg",
+        data=DataConfig(dataset="cifar10", num_clients=4, partition="dirichlet", alpha=0.5, pool_size=2000,
+                        transfer_size=500, local_test_size=20),
+        model="cnn5", train=TrainConfig(epochs=2, batch_size=32, lr=0.02, momentum=0.9, mixed_precision=False),
+        rounds=3, global_test_size=1000, seed=0,
+    )
+    for algorithm in ("fedavg", "feddf", "fedua"):
+        params = {} if algorithm == "fedavg" else {"server_epochs": 2}
+        history = simulate(replace(base, algorithm=algorithm, algorithm_params=params), progress=False)["history"]
+        assert history[-1]["global_acc"] > 0.2, algorithm  # chance is 0.1
+
+
+# --- the chapter ---------------------------------------------------------------------------------
+
+def test_reduced_yaml_is_the_reduced_profile():
+    import yaml
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "reduced" / "fedua.yaml"
+    assert chapter.Params(**yaml.safe_load(path.read_text())) == chapter.REDUCED_PROFILE
+
+
+def test_reduced_grid_covers_tables_1_to_3_once():
+    configs = chapter.experiments(chapter.REDUCED_PROFILE)
+    cells = [chapter.cell_of(c) for c in configs]
+    assert len(configs) == len({repr(c) for c in configs})
+    # Table 2: 3 partitions x 3 methods; Table 3: 2 more C x 3 methods; Table 1: 2 rules x 4 ratios < 1
+    assert len(configs) == (9 + 6 + 8) * 3
+    assert ("step", 1.0, "feddf", "all", 1.0) in cells  # Random@1.0 = BALD@1.0 = FedDF
+    assert ("step", 0.4, "fedua", "bald", 0.6) in cells
+    assert configs[0].seed == 0 and configs[-1].seed == 2
+
+
+def test_bad_chapter_parameters_are_clear_errors():
+    with pytest.raises(ValueError, match="partitions must be 'step' or 'dir<alpha>'"):
+        chapter.Params(partitions="step,dirichlet")
+    with pytest.raises(ValueError, match="algorithms must be among"):
+        chapter.Params(algorithms="fedavg,fedbe")
+    with pytest.raises(ValueError, match="table1_selections"):
+        chapter.Params(table1_selections="entropy")
+
+
+def test_paper_tables_and_printed_changes_agree():
+    table2 = chapter.paper_table2().set_index(["partition", "algorithm"])["mean"]
+    for method in ("feddf", "fedua"):
+        change = chapter.relative_changes(table2.xs(method, level="algorithm"), table2.xs("fedavg", level="algorithm"))
+        assert np.allclose(change.round(1).to_numpy(), chapter.PRINTED_CHANGES[("change vs FedAvg", method)], atol=0.1)
+    assert len(chapter.paper_table1()) == 10 and len(chapter.paper_table3()) == 9
