@@ -58,13 +58,13 @@ class Params:
     partitions: str = "step"
     algorithms: str = "fedavg,feddf,fedua"
     participations: str = "1.0"
-    table1_ratios: str = "0.6"
+    table1_ratios: str = "0.5"
     table1_selections: str = "random,bald"
     seeds: int = 1
     model: str = "resnet8"
     num_clients: int = 4
-    pool_size: int = 800
-    transfer_size: int = 200
+    pool_size: int = 400
+    transfer_size: int = 100
     major_fraction: float = 0.8
     rounds: int = 2
     local_epochs: int = 1
@@ -79,7 +79,7 @@ class Params:
     temperature: float = 1.0
     sample_ratio: float = 0.6
     local_test_size: int = 50
-    global_test_size: int = 500
+    global_test_size: int = 200
     eval_every: int = 1
     mixed_precision: bool | str = "auto"  # bf16 where native (fedkd_core.precision)
 
@@ -280,16 +280,6 @@ def summary(records) -> pd.DataFrame:
                                        "rounds", "global_acc", "profile", "precision"])
 
 
-def prefer_profiles(frame: pd.DataFrame, order=("paper", "reduced")) -> pd.DataFrame:
-    """Per cell, only the rows of the most complete profile: paper, then reduced, then any other."""
-    if frame.empty:
-        return frame
-    rank = frame.profile.map(lambda p: order.index(p) if p in order else len(order))
-    keys = ["partition", "participation", "algorithm", "selection", "ratio"]
-    best = rank.groupby([frame[k] for k in keys]).transform("min")
-    return frame[rank == best]
-
-
 def relative_changes(means: pd.Series, reference) -> pd.Series:
     """(value - reference) / reference in percent, the paper's derived rows."""
     return (means - reference) / reference * 100
@@ -312,3 +302,85 @@ def step_check(histograms: np.ndarray) -> dict:
             "major images": f"{sorted_counts[:, -2:].min()}–{sorted_counts[:, -2:].max()}",
             "minor images": f"{sorted_counts[:, :-2].min()}–{sorted_counts[:, :-2].max()}"}
 
+
+
+# --- the three tables from our runs and the claims, evaluated alike on the paper's numbers -------
+
+def table2_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Runs of Table 2: C = 1, FedDF on all of U (Table 1's selection runs excluded)."""
+    return frame[(frame.participation == 1.0) & ((frame.algorithm != "feddf") | (frame.selection == "all"))]
+
+
+def table3_rows(frame: pd.DataFrame, partition: str = "step") -> pd.DataFrame:
+    """Runs of Table 3: every C on ``partition``, FedDF on all of U."""
+    return frame[(frame.partition == partition) & ((frame.algorithm != "feddf") | (frame.selection == "all"))]
+
+
+def table1_rows(frame: pd.DataFrame, partition: str = "step") -> pd.DataFrame:
+    """Runs of Table 1: FedDF with a selection rule at each ratio, C = 1; the ratio-1 run (all of
+    U) stands in both rows, since both rules keep every sample there."""
+    feddf = frame[(frame.algorithm == "feddf") & (frame.partition == partition) & (frame.participation == 1.0)]
+    whole = feddf[feddf.selection == "all"]
+    return pd.concat([feddf[feddf.selection != "all"]] + [whole.assign(selection=s) for s in SELECTION_NAMES],
+                     ignore_index=True)
+
+
+def derived_rows(table2: pd.DataFrame, table3: pd.DataFrame) -> pd.DataFrame:
+    """The paper's percentage rows from (partition | participation, algorithm, mean) frames:
+    change vs step, change vs FedAvg (Table 2) and accuracy drop vs C = 1 (Table 3), in %."""
+    rows = []
+    t2 = table2.pivot_table(index="algorithm", columns="partition", values="mean")
+    if "step" in t2:
+        for algorithm, row in t2.iterrows():
+            for partition in (p for p in t2.columns if p != "step"):
+                rows.append({"row": "change vs step", "algorithm": algorithm, "column": partition,
+                             "value": float(relative_changes(row[partition], row["step"]))})
+    if "fedavg" in t2.index:
+        for algorithm in (a for a in t2.index if a != "fedavg"):
+            for partition in t2.columns:
+                rows.append({"row": "change vs FedAvg", "algorithm": algorithm, "column": partition,
+                             "value": float(relative_changes(t2.loc[algorithm, partition], t2.loc["fedavg", partition]))})
+    t3 = table3.pivot_table(index="algorithm", columns="participation", values="mean")
+    if 1.0 in t3:
+        for algorithm, row in t3.iterrows():
+            for c in (c for c in t3.columns if c != 1.0):
+                rows.append({"row": "accuracy drop", "algorithm": algorithm, "column": f"C = {c:g}",
+                             "value": float(-relative_changes(row[c], row[1.0]))})
+    return pd.DataFrame(rows, columns=["row", "algorithm", "column", "value"])
+
+
+def claims(table2: pd.DataFrame, table1: pd.DataFrame, table3: pd.DataFrame) -> pd.DataFrame:
+    """FedUA's three claims as counts over cells, from long frames with a ``mean`` column (run it
+    on the paper's tables and on our means to compare like with like)."""
+    rows = []
+
+    def count(claim: str, holds: pd.Series) -> None:
+        holds = holds.dropna()
+        rows.append({"claim": claim, "holds in": int(holds.astype(bool).sum()), "of cells": len(holds)})
+
+    t2 = table2.pivot_table(index="partition", columns="algorithm", values="mean")
+    if {"fedavg", "feddf", "fedua"} <= set(t2.columns):
+        count("FedUA > FedDF > FedAvg", ((t2.fedua > t2.feddf) & (t2.feddf > t2.fedavg)).where(t2.notna().all(1)))
+    t1 = table1[table1.ratio < 1].pivot_table(index="ratio", columns="selection", values="mean")
+    if {"random", "bald"} <= set(t1.columns):
+        count("BALD > Random at equal SR", (t1.bald > t1.random).where(t1.notna().all(1)))
+    t3 = table3.pivot_table(index="participation", columns="algorithm", values="mean")
+    if {"feddf", "fedua"} <= set(t3.columns) and 1.0 in t3.index:
+        drop = 1 - t3 / t3.loc[1.0]
+        lower = drop.drop(index=1.0)
+        count("FedUA loses less than FedDF as C falls", (lower.fedua < lower.feddf).where(lower.notna().all(1)))
+    return pd.DataFrame(rows, columns=["claim", "holds in", "of cells"])
+
+
+def history_frame(records) -> pd.DataFrame:
+    """Per evaluated round: the cell, seed, global accuracy and the server's diagnostics."""
+    frames = []
+    for record in records:
+        partition, participation, algorithm, selection, ratio = cell_of(record)
+        for row in record.history:
+            frames.append({"partition": partition, "participation": participation, "algorithm": algorithm,
+                           "selection": selection, "ratio": ratio, "seed": record.config["seed"],
+                           "profile": record.profile, "round": row["round"], "global_acc": row["global_acc"],
+                           "mean_max_weight": row.get("mean_max_weight"),
+                           "bytes_up": row["bytes_up"], "bytes_down": row["bytes_down"], "clients": row["clients"]})
+    return pd.DataFrame(frames)
