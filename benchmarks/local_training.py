@@ -1,4 +1,4 @@
-"""Samples per second of local training for KnFu's M1 (MNIST) and M2 (CIFAR-10).
+"""Samples per second of local training for the chapters' models (KnFu M1/M2, cnn5, FedAvgCNN, ResNet-8/32).
 
     python benchmarks/local_training.py [--batch-size 32] [--samples 4096]
 
@@ -21,7 +21,8 @@ from fedkd_core.precision import precision_name, use_bf16
 from fedkd_core.results import device_name
 from fedkd_core.training import TrainConfig, train
 
-CASES = {"knfu_m1": "mnist", "knfu_m2": "cifar10", "cnn5": "cifar10", "fedavg_cnn": "fashion_mnist"}
+CASES = {"knfu_m1": "mnist", "knfu_m2": "cifar10", "cnn5": "cifar10", "fedavg_cnn": "fashion_mnist",
+         "resnet8": "cifar10", "resnet32": "cifar10"}
 
 
 def samples_per_second(model_name: str, dataset_name: str, batch_size: int, samples: int, mixed: bool) -> float:

@@ -295,3 +295,14 @@ def test_paper_tables_and_printed_changes_agree():
         change = chapter.relative_changes(table2.xs(method, level="algorithm"), table2.xs("fedavg", level="algorithm"))
         assert np.allclose(change.round(1).to_numpy(), chapter.PRINTED_CHANGES[("change vs FedAvg", method)], atol=0.1)
     assert len(chapter.paper_table1()) == 10 and len(chapter.paper_table3()) == 9
+
+
+def test_a_bad_parameter_through_papermill_is_one_clear_error(tmp_path):
+    import papermill
+
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "fedua.ipynb"
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        papermill.execute_notebook(str(notebook), str(tmp_path / "out.ipynb"), parameters={"sample_ratio": 1.5},
+                                   progress_bar=False)
+    assert error.value.ename == "ValueError"
+    assert "sample_ratio must be in (0, 1]" in error.value.evalue

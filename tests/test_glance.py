@@ -20,6 +20,15 @@ def test_a_claim_is_counted_over_cells_from_seed_means():
 
 def test_without_paper_records_the_page_says_so():
     table = glance.glance_table()  # tests keep records in an empty throw-away folder
-    assert (table["ours"] == "no paper-profile records committed yet").all()
+    assert table["ours"].str.fullmatch(r"no (paper|reduced)-profile records committed yet").all()
+    assert "FedUA > FedDF" in set(table.claim)
     assert table["paper's tables (all cells)"].str.match(r"\d+ of \d+ cells").all()
     assert "| chapter | claim |" in glance.markdown(table)
+
+
+def test_a_claim_can_be_counted_on_another_metric():
+    records = [record("fedua", 0.1, 0, 0.2), record("feddf", 0.1, 0, 0.3)]
+    for r, acc in zip(records, (0.5, 0.4)):
+        r.final["global_acc"] = acc
+    assert glance.our_counts(records, "fedua", "feddf", "global_acc")["holds"] == 1
+    assert glance.our_counts(records, "fedua", "feddf")["holds"] == 0
