@@ -314,6 +314,8 @@ if maps:
         ax.set(title=title, xlabel="true class", ylabel="client")
     fig.suptitle(f"profile {record.profile}, round {record.final['round']}")
     fig.tight_layout()
+    display(Markdown("The GDA jitter each of these clients needed (× its mean feature variance):"))
+    display(pd.DataFrame([record.final["gda_jitter"]], columns=pd.Index(teachers, name="client"), index=["jitter"]))
 
 # %% [markdown]
 # ## Bytes per round
