@@ -25,7 +25,7 @@ import torch
 # Relative jitters tried in order (DDU tries 0, the smallest double, then 1e-308 ... 1e-1 absolute;
 # relative to the feature scale, steps from 1e-12 are enough in float64).
 JITTERS = (0.0, *(10.0 ** e for e in range(-12, 1)))
-MESSAGE_KEYS = ("gda_mean", "gda_cov", "gda_count", "gda_jitter")
+MESSAGE_KEYS = ("gda_mean", "gda_cov", "gda_count", "gda_jitter", "gda_logp_stats")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,10 @@ class FedUAConfig(FedDFConfig):
     """FedDF's settings plus the weighting. Defaults: BALD selection of 60% of U (Table 1's best
     ratio; the ratio of Tables 2-3 is not stated).
 
-    weighting: "density" (FedUA) or "uniform" (FedDF's weights, for ablations).
+    weighting: "density" (FedUA: softmax over teachers of log p_k(x)), "density_std" (each
+        teacher's log p_k(x) first standardised by the mean and std of the log-densities of its
+        own training features, uploaded as two more floats: makes teachers whose feature spaces
+        differ in scale comparable), or "uniform" (FedDF's weights, for ablations).
     density_temperature: tau in softmax_k(log p_k(x) / tau) (1: the densities normalised).
     covariance_shrinkage: share of the pooled within-class covariance mixed into each class's.
     """
@@ -62,12 +65,22 @@ def _density_weights(config: FedUAConfig, outputs: TeacherOutputs, uploads: dict
     return teacher_weights(log_densities, config.density_temperature)
 
 
+def _standardised_density_weights(config: FedUAConfig, outputs: TeacherOutputs,
+                                  uploads: dict[int, Message]) -> torch.Tensor:
+    scores = []
+    for density, z, client in zip(densities_of(outputs, uploads), outputs.features, outputs.clients):
+        mean, std = uploads[client]["gda_logp_stats"].double().tolist()
+        scores.append((density.log_prob(z) - mean) / max(std, 1e-12))
+    return teacher_weights(torch.stack(scores), config.density_temperature)
+
+
 def _uniform_weights(config: FedUAConfig, outputs: TeacherOutputs, uploads: dict[int, Message]) -> torch.Tensor:
     teachers, samples = outputs.logits.shape[:2]
     return torch.full((teachers, samples), 1.0 / teachers, dtype=torch.float64, device=outputs.logits.device)
 
 
-WEIGHTINGS = {"density": _density_weights, "uniform": _uniform_weights}
+WEIGHTINGS = {"density": _density_weights, "density_std": _standardised_density_weights,
+              "uniform": _uniform_weights}
 
 
 class FedUA(FedDF):
@@ -80,7 +93,11 @@ class FedUA(FedDF):
         features, _ = predict_features(self.worker, data.dataset, indices)
         labels = data.dataset.y_train[torch.as_tensor(indices)]
         density = fit_feature_density(features, labels, data.num_classes, self.config.covariance_shrinkage)
-        return {**upload, **density.to_message()}
+        upload = {**upload, **density.to_message()}
+        if self.config.weighting == "density_std":
+            log_p = FeatureDensity.from_message(density.to_message()).log_prob(features)
+            upload["gda_logp_stats"] = torch.stack([log_p.mean(), log_p.std()]).float().cpu()
+        return upload
 
     def teacher_weights(self, outputs: TeacherOutputs, uploads: dict[int, Message]) -> torch.Tensor:
         return WEIGHTINGS[self.config.weighting](self.config, outputs, uploads)
