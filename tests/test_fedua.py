@@ -4,8 +4,10 @@ the step split at FedBE's proportions, a short real CIFAR-10 run, and the chapte
 import math
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from scipy.stats import multivariate_normal
@@ -296,6 +298,66 @@ def test_paper_tables_and_printed_changes_agree():
     assert len(chapter.paper_table1()) == 10 and len(chapter.paper_table3()) == 9
 
 
+def test_printed_check_finds_the_three_percentages_that_do_not_round_from_the_accuracies():
+    check = chapter.printed_check()
+    assert len(check) == 18
+    off = check[~check.agrees].set_index(["row", "algorithm", "column"])
+    # FedAvg step -> Dir(0.1): (59.6 - 62.6) / 62.6 = -4.79% (printed -4.7, truncated);
+    # FedDF: (64.4 - 72.3) / 72.3 = -10.93% (printed -11.0); FedDF C = 0.7: 1 - 68.1/72.3 = 5.81% (5.9)
+    assert sorted(off.index) == [("accuracy drop", "feddf", "C = 0.7"), ("change vs step", "fedavg", "dir0.1"),
+                                 ("change vs step", "feddf", "dir0.1")]
+    assert off.loc[("change vs step", "fedavg", "dir0.1"), "computed"] == pytest.approx((59.6 - 62.6) / 62.6 * 100, abs=0.01)
+
+
+def test_derived_rows_from_hand_made_means():
+    table2 = pd.DataFrame({"partition": ["step", "dir0.1"] * 2, "algorithm": ["fedavg"] * 2 + ["fedua"] * 2,
+                           "mean": [50.0, 40.0, 60.0, 30.0]})
+    table3 = pd.DataFrame({"participation": [1.0, 0.4, 1.0, 0.4], "algorithm": ["fedavg"] * 2 + ["fedua"] * 2,
+                           "mean": [50.0, 45.0, 60.0, 48.0]})
+    rows = chapter.derived_rows(table2, table3).set_index(["row", "algorithm", "column"])["value"]
+    assert rows[("change vs step", "fedavg", "dir0.1")] == pytest.approx(-20.0)
+    assert rows[("change vs step", "fedua", "dir0.1")] == pytest.approx(-50.0)
+    assert rows[("change vs FedAvg", "fedua", "step")] == pytest.approx(20.0)
+    assert rows[("change vs FedAvg", "fedua", "dir0.1")] == pytest.approx(-25.0)
+    assert rows[("accuracy drop", "fedavg", "C = 0.4")] == pytest.approx(10.0)
+    assert rows[("accuracy drop", "fedua", "C = 0.4")] == pytest.approx(20.0)
+
+
+def test_claims_count_cells_where_each_claim_holds():
+    table2 = pd.DataFrame({"partition": ["step"] * 3 + ["dir0.1"] * 3, "algorithm": ["fedavg", "feddf", "fedua"] * 2,
+                           "mean": [50, 55, 60, 50, 45, 60]})
+    table1 = pd.DataFrame({"selection": ["random", "bald"] * 3, "ratio": [0.2, 0.2, 0.6, 0.6, 1.0, 1.0],
+                           "mean": [50, 52, 53, 51, 55, 55]})
+    table3 = pd.DataFrame({"participation": [1.0, 1.0, 1.0, 0.4, 0.4, 0.4], "algorithm": ["fedavg", "feddf", "fedua"] * 2,
+                           "mean": [50, 60, 70, 45, 30, 63]})
+    counted = chapter.claims(table2, table1, table3).set_index("claim")
+    assert counted.loc["FedUA > FedDF > FedAvg"].tolist() == [1, 2]  # dir0.1: FedDF < FedAvg
+    assert counted.loc["BALD > Random at equal SR"].tolist() == [1, 2]  # SR 1 is excluded
+    assert counted.loc["FedUA loses less than FedDF as C falls"].tolist() == [1, 1]
+    assert counted.loc["FedUA best at every C"].tolist() == [2, 2]
+
+
+def test_table1_rows_let_the_whole_set_run_stand_in_both_rows():
+    frame = pd.DataFrame({"algorithm": ["feddf"] * 3 + ["fedua"], "partition": ["step"] * 4,
+                          "participation": [1.0] * 4, "selection": ["all", "bald", "random", "all"],
+                          "ratio": [1.0, 0.2, 0.2, 1.0], "global_acc": [50.0, 40.0, 41.0, 60.0]})
+    rows = chapter.table1_rows(frame)
+    assert sorted(zip(rows.selection, rows.ratio)) == [("bald", 0.2), ("bald", 1.0), ("random", 0.2), ("random", 1.0)]
+    assert set(rows[rows.ratio == 1.0].global_acc) == {50.0}
+
+
+def test_only_runs_of_the_reduced_method_stand_in_for_cells():
+    same = chapter.Params(partitions="step", table1_ratios="")
+    assert chapter.method_differences(same) == []
+    config = chapter.table2_grid(same, 0)[0]
+    covered = [SimpleNamespace(config=config.resolved())]
+    assert chapter.experiments_to_run(same, covered) == chapter.experiments(same)[1:]
+    other = chapter.Params(partitions="step", table1_ratios="", server_lr=0.01)
+    assert chapter.method_differences(other) == ["server_lr"]
+    assert chapter.experiments_to_run(other, covered) == chapter.experiments(other)
+    assert chapter.experiments_to_run(replace(same, reuse_reduced=False), covered) == chapter.experiments(same)
+
+
 def test_a_bad_parameter_through_papermill_is_one_clear_error(tmp_path):
     import papermill
 
@@ -351,3 +413,41 @@ def test_distillation_pairs_each_kept_sample_with_its_own_target(monkeypatch):
     batch = module.Batch(torch.zeros(2, 3, 32, 32), torch.zeros(2, dtype=torch.long), torch.tensor([2, 0]))
     expected = kd_kl(student.logits, targets[[9, 3]], 1.0, scale_by_t2=False)  # positions 2, 0 of kept
     torch.testing.assert_close(captured["loss_fn"](student, batch), expected)
+
+
+def test_rank_deficient_density_survives_its_float32_upload():
+    """Fewer images than feature dimensions (the paper's minor classes: 10 images, 64-d): the
+    client needs a jitter, the rounded upload may need more, and the density keeps its shape."""
+    generator = torch.Generator().manual_seed(3)
+    features = torch.cat([torch.randn(6, 16, generator=generator), torch.randn(6, 16, generator=generator) + 4])
+    labels = torch.tensor([0] * 6 + [1] * 6)
+    density = fit_feature_density(features, labels, num_classes=2)
+    rebuilt = FeatureDensity.from_message(density.to_message())
+    assert density.relative_jitter > 0 and rebuilt.relative_jitter >= density.relative_jitter
+    near, far = features[:3].double(), features[:3].double() + 20
+    for model in (density, rebuilt):
+        assert torch.isfinite(model.log_prob(near)).all() and (model.log_prob(near) > model.log_prob(far)).all()
+    torch.testing.assert_close(rebuilt.posterior(near), density.posterior(near), atol=1e-3, rtol=0)
+
+
+def test_resnet32_upload_is_its_parameters_and_batchnorm_buffers():
+    from torch import nn
+
+    from fedkd_core.models import InputShape, make_model
+
+    model = make_model("resnet32", InputShape(3, 32, 10), seed=0)
+    batchnorms = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    expected = 4 * sum(p.numel() for p in model.parameters()) + sum(8 * m.num_features + 8 for m in batchnorms)
+    assert message_bytes(dict(model.state_dict())) == expected == 1_877_744
+
+
+@pytest.mark.parametrize("algorithm", ["feddf", "fedua"])
+def test_with_partial_participation_only_the_round_s_clients_teach(algorithm):
+    from fedkd_core.experiment import select_clients
+
+    config = replace(tiny(algorithm, 3, server_epochs=1), participation=0.5)
+    result = simulate(config, progress=False)
+    sampler = np.random.default_rng([config.seed, 2])  # the run's own client sampler, replayed
+    selected = [sorted(select_clients(sampler, 4, 0.5)) for _ in range(config.rounds)]
+    assert [row["teachers"] for row in result["history"]] == selected
+    assert all(row["clients"] == 2 for row in result["history"]) and len({tuple(s) for s in selected}) > 1

@@ -10,7 +10,7 @@ headline tables before the ablation starts.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -82,6 +82,7 @@ class Params:
     global_test_size: int = 200
     eval_every: int = 1
     mixed_precision: bool | str = "auto"  # bf16 where native (fedkd_core.precision)
+    reuse_reduced: bool = True  # skip cells the committed reduced records cover (same method only)
 
     def __post_init__(self) -> None:
         for name in parse_list(self.partitions, str, "partitions"):
@@ -215,7 +216,10 @@ _TABLE2 = {"fedavg": "62.6 0.23 59.6 1.03 80.1 0.45", "feddf": "72.3 0.49 64.4 0
            "fedua": "74.8 0.45 65.3 0.78 83.4 0.24"}
 _TABLE3 = {"fedavg": "62.6 0.23 61.3 0.35 58.1 0.26", "feddf": "72.3 0.49 68.1 0.61 63.8 1.03",
            "fedua": "74.8 0.45 71.8 0.56 68.3 0.85"}
-# The derived rows as printed (percent changes), to check our arithmetic against the paper's.
+# The derived rows as printed (percent changes), to check our arithmetic against the paper's;
+# each tuple follows PRINTED_COLUMNS of its row.
+PRINTED_COLUMNS = {"change vs step": ("dir0.1", "dir0.5"), "change vs FedAvg": ("step", "dir0.1", "dir0.5"),
+                   "accuracy drop": ("C = 0.7", "C = 0.4")}
 PRINTED_CHANGES = {
     ("change vs step", "fedavg"): (-4.7, 28.0), ("change vs step", "feddf"): (-11.0, 14.5),
     ("change vs step", "fedua"): (-12.7, 11.5),
@@ -285,11 +289,28 @@ def relative_changes(means: pd.Series, reference) -> pd.Series:
     return (means - reference) / reference * 100
 
 
+# The fields that only set the scale of a run or which cells run; two Params that agree on every
+# other field run the same method, so a record of one can stand for a cell of the other.
+SCALE_FIELDS = frozenset({"profile", "partitions", "algorithms", "participations", "table1_ratios",
+                          "table1_selections", "seeds", "num_clients", "pool_size", "transfer_size",
+                          "major_fraction", "rounds", "local_epochs", "server_epochs", "local_test_size",
+                          "global_test_size", "eval_every", "reuse_reduced"})
+
+
+def method_differences(params: Params, reference: Params = REDUCED_PROFILE) -> list[str]:
+    """The method settings (model, optimiser, server lr, ...) in which ``params`` differs from
+    ``reference``."""
+    return [f.name for f in fields(Params)
+            if f.name not in SCALE_FIELDS and getattr(params, f.name) != getattr(reference, f.name)]
+
+
 def experiments_to_run(params: Params, reduced_records: list | None = None) -> list[ExperimentConfig]:
     """What the notebook runs: the grid less the cells that committed reduced-profile records
-    cover (shown from those records). The reduced and paper profiles run their whole grid."""
+    cover (shown from those records). Only when ``params`` runs the reduced profile's method
+    (``method_differences`` empty) and ``reuse_reduced`` is on: with another server lr, model or
+    optimiser every cell runs. The reduced and paper profiles run their whole grid."""
     configs = experiments(params)
-    if params.profile in ("reduced", "paper"):
+    if params.profile in ("reduced", "paper") or not params.reuse_reduced or method_differences(params):
         return configs
     covered = {cell_of(r) for r in (reduced_profile_records() if reduced_records is None else reduced_records)}
     return [config for config in configs if cell_of(config) not in covered]
@@ -369,7 +390,22 @@ def claims(table2: pd.DataFrame, table1: pd.DataFrame, table3: pd.DataFrame) -> 
         drop = 1 - t3 / t3.loc[1.0]
         lower = drop.drop(index=1.0)
         count("FedUA loses less than FedDF as C falls", (lower.fedua < lower.feddf).where(lower.notna().all(1)))
+    if {"fedavg", "feddf", "fedua"} <= set(t3.columns):
+        best = (t3.fedua > t3.feddf) & (t3.fedua > t3.fedavg)
+        count("FedUA best at every C", best.where(t3[["fedavg", "feddf", "fedua"]].notna().all(1)))
     return pd.DataFrame(rows, columns=["claim", "holds in", "of cells"])
+
+
+def printed_check() -> pd.DataFrame:
+    """Each printed percentage of the paper beside the same change computed from its printed
+    accuracies; ``agrees``: the computed value rounds to the printed one (to 0.1)."""
+    computed = derived_rows(paper_table2(), paper_table3()).set_index(["row", "algorithm", "column"])["value"]
+    rows = [{"row": row, "algorithm": algorithm, "column": column, "printed": printed,
+             "computed": round(float(computed[(row, algorithm, column)]), 2)}
+            for (row, algorithm), values in PRINTED_CHANGES.items()
+            for column, printed in zip(PRINTED_COLUMNS[row], values)]
+    frame = pd.DataFrame(rows)
+    return frame.assign(agrees=np.isclose(frame.computed.round(1), frame.printed))
 
 
 def history_frame(records) -> pd.DataFrame:
