@@ -19,6 +19,7 @@ from .algorithms import Context, algorithm_class, algorithm_config
 from .algorithms.base import message_bytes
 from .federation import DataConfig, FederatedData, build_federated_data
 from .models import check_model_name
+from .randomness import SERVER, party_randomness
 from .training import TrainConfig, correct_predictions
 
 
@@ -112,20 +113,41 @@ def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.devic
 
 def _run_round(algorithm, round_index: int, selected: list[int]) -> dict:
     algorithm.begin_round(round_index)
-    bytes_up = bytes_down = 0
-    uploads = {}
+    uploads, bytes_down, bytes_up = clients_update(algorithm, selected)
+    server_update(algorithm, uploads)
+    bytes_down += clients_finish(algorithm, selected)
+    return {"clients": len(selected), "bytes_up": bytes_up, "bytes_down": bytes_down}
+
+
+def clients_update(algorithm, selected: list[int]) -> tuple[dict, int, int]:
+    """Download and client update of each selected client, each under its own randomness for
+    (seed, round, client); returns the uploads and the bytes down and up."""
+    uploads, bytes_down, bytes_up = {}, 0, 0
     for client in selected:
         message = algorithm.download(client)
-        uploads[client] = algorithm.client_update(client, message)
+        with party_randomness(algorithm.ctx.seed, algorithm.round, client, "update"):
+            uploads[client] = algorithm.client_update(client, message)
         bytes_down += message_bytes(message)
         bytes_up += message_bytes(uploads[client])
-    algorithm.server_update(uploads)
+    return uploads, bytes_down, bytes_up
+
+
+def server_update(algorithm, uploads: dict) -> None:
+    with party_randomness(algorithm.ctx.seed, algorithm.round, SERVER, "server"):
+        algorithm.server_update(uploads)
+
+
+def clients_finish(algorithm, selected: list[int]) -> int:
+    """The server's reply to each selected client and the client's use of it (two-phase methods);
+    returns the bytes sent."""
+    bytes_down = 0
     for client in selected:
         reply = algorithm.reply(client)
         if reply is not None:
             bytes_down += message_bytes(reply)
-            algorithm.client_finish(client, reply)
-    return {"clients": len(selected), "bytes_up": bytes_up, "bytes_down": bytes_down}
+            with party_randomness(algorithm.ctx.seed, algorithm.round, client, "finish"):
+                algorithm.client_finish(client, reply)
+    return bytes_down
 
 
 def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_precision: bool | str = False) -> dict:

@@ -28,7 +28,7 @@ from .experiment import ExperimentConfig, default_device, simulate
 from .precision import precision_name, use_bf16
 
 # Bump when a change to the code makes earlier records stale; it is part of every key.
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 2: randomness per (seed, round, party), fedkd_core.randomness
 
 
 def results_dir(root: str | os.PathLike | None = None) -> Path:

@@ -20,6 +20,7 @@ from torch import nn
 
 from ..federation import FederatedData
 from ..models import InputShape, SplitModel, make_model
+from ..randomness import party_generator, party_rng
 from ..training import TrainConfig
 
 Message = dict[str, torch.Tensor]
@@ -27,23 +28,13 @@ Message = dict[str, torch.Tensor]
 
 @dataclass
 class Context:
-    """What an algorithm may use: the data, the model recipe, training settings, randomness."""
+    """What an algorithm may use: the data, the model recipe, training settings, the seed."""
 
     data: FederatedData
     model_name: str
     train: TrainConfig
     device: torch.device
     seed: int
-
-    @cached_property
-    def generator(self) -> torch.Generator:
-        """Shuffling and other torch randomness of the run (CPU generator, seeded)."""
-        return torch.Generator().manual_seed(self.seed + 1)
-
-    @cached_property
-    def rng(self) -> np.random.Generator:
-        """numpy randomness of the algorithm (client sampling uses its own stream)."""
-        return np.random.default_rng([self.seed, 3])
 
     @cached_property
     def initial_model(self) -> SplitModel:
@@ -83,6 +74,16 @@ class Algorithm:
 
     def begin_round(self, round_index: int) -> None:
         self.round = round_index
+
+    def generator(self, party: int, phase: str = "update") -> torch.Generator:
+        """This round's torch generator of ``party`` (a client, or SERVER) in ``phase`` ("update"
+        for client_update, "finish" for client_finish, "server" for server_update): its own
+        stream, so parties can run in any order or place (fedkd_core.randomness)."""
+        return party_generator(self.ctx.seed, self.round, party, phase)
+
+    def rng(self, party: int, phase: str = "update") -> np.random.Generator:
+        """This round's numpy generator of ``party`` in ``phase``."""
+        return party_rng(self.ctx.seed, self.round, party, phase)
 
     def download(self, client: int) -> Message:
         return {}

@@ -30,7 +30,7 @@ class FedAvg(Algorithm):
     def client_update(self, client: int, message: Message) -> Message:
         self.worker.load_state_dict(message)
         train(self.worker, self.ctx.data.dataset, self.ctx.data.client_train[client],
-              self.ctx.train, generator=self.ctx.generator)
+              self.ctx.train, generator=self.generator(client))
         return parameters_message(self.worker)
 
     def server_update(self, uploads: dict[int, Message]) -> None:

@@ -22,6 +22,7 @@ from ..distill import kd_kl
 from ..feature_density import MESSAGE_KEYS
 from ..training import Batch, TrainConfig, predict_features, train
 from ..uncertainty import bald_scores, check_selection, ensemble_targets, entropy, select_samples
+from ..randomness import SERVER
 from .base import Message
 from .fedavg import FedAvg
 
@@ -92,7 +93,7 @@ class FedDF(FedAvg):
         weights = self.teacher_weights(outputs, uploads)
         targets = ensemble_targets(outputs.logits, weights, self.config.temperature)
         scores = bald_scores(torch.softmax(outputs.logits.double(), dim=-1))
-        kept = select_samples(scores, self.config.sample_ratio, self.config.selection, self.ctx.rng)
+        kept = select_samples(scores, self.config.sample_ratio, self.config.selection, self.rng(SERVER, "server"))
         self.distil(targets, kept)
         self.metrics = {
             "distilled_samples": len(kept),
@@ -130,7 +131,7 @@ class FedDF(FedAvg):
             return kd_kl(model(batch.x), chosen[batch.position], temperature, scale_by_t2=False)
 
         train(self.model, data.dataset, data.transfer[kept], self.config.server_train(self.ctx.train),
-              generator=self.ctx.generator, loss_fn=loss_fn, augment=False)
+              generator=self.generator(SERVER, "server"), loss_fn=loss_fn, augment=False)
 
     def diagnostics(self, outputs: TeacherOutputs, uploads: dict[int, Message]) -> dict:
         """Per teacher and true class of U, the mean entropy of its softmax output (FedUA Figs. 8/10).

@@ -103,7 +103,7 @@ class FedFomo(Algorithm):
             mixed = {name: sum(w * s[name].float() for w, s in zip(weights.tolist(), received)).to(t.dtype)
                      if t.is_floating_point() else t for name, t in old.items()}
             model.load_state_dict(mixed)
-        train(model, self.ctx.data.dataset, train_idx, self.ctx.train, generator=self.ctx.generator)
+        train(model, self.ctx.data.dataset, train_idx, self.ctx.train, generator=self.generator(client))
         return {**parameters_message(model), "fomo.ids": torch.tensor(ids, dtype=torch.long),
                 "fomo.weights": raw.float()}
 

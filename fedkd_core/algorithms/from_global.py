@@ -73,7 +73,7 @@ class FromGlobal(Algorithm):
         self.worker.load_state_dict(message)
         loss_fn = self.local_loss(client, frozen_copy(self.worker))
         train(self.worker, self.ctx.data.dataset, self.ctx.data.client_train[client], self.ctx.train,
-              generator=self.ctx.generator, loss_fn=loss_fn)
+              generator=self.generator(client), loss_fn=loss_fn)
         if self.personalised:
             self.personal[client] = frozen_copy(self.worker)
         return parameters_message(self.worker)

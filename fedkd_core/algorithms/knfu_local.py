@@ -31,9 +31,9 @@ class KnFuLocal(Algorithm):
         self.models = PersonalModels(ctx)
 
     def client_update(self, client: int, message: Message) -> Message:
-        data, model = self.ctx.data, self.models[client]
-        train(model, data.dataset, data.client_train[client], self.ctx.train, generator=self.ctx.generator)
-        train(model, data.dataset, data.client_train[client], self.ctx.train, generator=self.ctx.generator,
+        data, model, generator = self.ctx.data, self.models[client], self.generator(client)
+        train(model, data.dataset, data.client_train[client], self.ctx.train, generator=generator)
+        train(model, data.dataset, data.client_train[client], self.ctx.train, generator=generator,
               epochs=self.config.finetune_epochs)
         return {}
 

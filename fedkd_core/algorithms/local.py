@@ -22,7 +22,7 @@ class Local(Algorithm):
 
     def client_update(self, client: int, message: Message) -> Message:
         train(self.models[client], self.ctx.data.dataset, self.ctx.data.client_train[client],
-              self.ctx.train, generator=self.ctx.generator)
+              self.ctx.train, generator=self.generator(client))
         return {}
 
     def personal_model(self, client: int):

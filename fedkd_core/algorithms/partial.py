@@ -47,7 +47,7 @@ class PartialSharing(Algorithm):
         model = self.models[client]
         model.load_state_dict(message, strict=False)
         train(model, self.ctx.data.dataset, self.ctx.data.client_train[client], self.ctx.train,
-              generator=self.ctx.generator)
+              generator=self.generator(client))
         return parameters_message(model, self.shared_prefix)
 
     def server_update(self, uploads: dict[int, Message]) -> None:

@@ -79,9 +79,10 @@ class PFedMe(Algorithm):
         theta_model.train()
         device = theta[0].device
         bf16 = use_bf16(train_config.mixed_precision, device)
+        generator = self.generator(client)
         for _ in range(train_config.epochs):
             for batch in iterate_batches(self.ctx.data.dataset, self.ctx.data.client_train[client],
-                                         train_config.batch_size, device=device, generator=self.ctx.generator,
+                                         train_config.batch_size, device=device, generator=generator,
                                          augment=train_config.augment):
                 for _ in range(c.inner_steps):
                     theta_model.zero_grad(set_to_none=False)

@@ -92,7 +92,7 @@ class TransferDistillation(Algorithm):
     def client_update(self, client: int, message: Message) -> Message:
         data = self.ctx.data
         model = self.models[client]
-        train(model, data.dataset, data.client_train[client], self.ctx.train, generator=self.ctx.generator)
+        train(model, data.dataset, data.client_train[client], self.ctx.train, generator=self.generator(client))
         logits = predict(model, data.dataset, data.transfer, mixed_precision=self.ctx.train.mixed_precision)
         soft_labels = F.softmax(logits.float(), dim=1)
         mask = self.upload_mask(client)
@@ -130,7 +130,7 @@ class TransferDistillation(Algorithm):
         def loss_fn(model, batch: Batch) -> torch.Tensor:
             return distillation_loss(model(batch.x), batch.y, targets[batch.position], kept[batch.position], lam)
 
-        train(self.models[client], data.dataset, data.transfer, self.ctx.train, generator=self.ctx.generator,
+        train(self.models[client], data.dataset, data.transfer, self.ctx.train, generator=self.generator(client, "finish"),
               loss_fn=loss_fn, epochs=self.config.finetune_epochs, augment=False)
 
     def personal_model(self, client: int):

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..algorithms import Context, algorithm_class, algorithm_config
 from ..data import data_dir
-from ..experiment import ExperimentConfig, default_device, select_clients
+from ..experiment import ExperimentConfig, clients_finish, clients_update, default_device, select_clients, server_update
 from ..federation import DataConfig, build_federated_data
 from ..report import parse_list, record_precision
 from ..training import TrainConfig, accuracy
@@ -220,10 +220,11 @@ def forgetting_trace(config: ExperimentConfig, rounds: int) -> pd.DataFrame:
     for round_index in range(1, rounds + 1):
         algorithm.begin_round(round_index)
         selected = select_clients(sampler, data.num_clients, config.participation)
-        uploads = {k: algorithm.client_update(k, algorithm.download(k)) for k in selected}
+        uploads, _, _ = clients_update(algorithm, selected)
         before = {k: accuracy(algorithm.personal_model(k), data.dataset, data.client_test[k], mixed_precision=amp)
                   for k in selected}
-        algorithm.server_update(uploads)
+        server_update(algorithm, uploads)
+        clients_finish(algorithm, selected)
         for k in selected:
             after = accuracy(algorithm.global_model(), data.dataset, data.client_test[k], mixed_precision=amp)
             rows.append({"round": round_index, "client": k, "before": before[k], "after": after})
