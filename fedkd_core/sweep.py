@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import signal
+import sys
 import time
 import traceback
 from queue import Empty
@@ -59,15 +61,19 @@ def status(configs, profile: str) -> dict[str, list]:
     return split
 
 
-def work(chapter: str, params_file: Path, limit: int | None, report) -> None:
+def work(chapter: str, params_file: Path, limit: int | None, report, parent: int | None = None) -> None:
     """Claim and run what is left of the grid, in grid order, until nothing is left.
 
-    ``report(kind, text)`` is told of every finished run ("done") and failure ("error").
+    ``report(kind, text)`` is told of every finished run ("done") and failure ("error"). A worker
+    started by a sweep (``parent``: its process id) stops before its next run once that sweep has
+    gone, however it was stopped (even by SIGKILL), instead of running on unseen.
     """
     params, configs = load_grid(chapter, params_file)
     root, ran = results_dir(), 0
     for config in configs:
         if limit is not None and ran >= limit:
+            return
+        if parent is not None and os.getppid() != parent:
             return
         if load_record(config) is not None:
             continue
@@ -88,10 +94,10 @@ def work(chapter: str, params_file: Path, limit: int | None, report) -> None:
             claims.release(claim)
 
 
-def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, queue) -> None:
+def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, queue, parent: int) -> None:
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(threads)
-    work(chapter, params_file, limit, lambda kind, text: queue.put((kind, text)))
+    work(chapter, params_file, limit, lambda kind, text: queue.put((kind, text)), parent)
 
 
 def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None, total: int) -> int:
@@ -99,10 +105,21 @@ def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     threads = max(1, (os.cpu_count() or 1) // workers)
-    processes = [context.Process(target=_worker, args=(chapter, params_file, limit, threads, queue), daemon=True)
+    processes = [context.Process(target=_worker, args=(chapter, params_file, limit, threads, queue, os.getpid()),
+                                 daemon=True)
                  for _ in range(workers)]
     for process in processes:
         process.start()
+    try:
+        return _follow(processes, queue, chapter, workers, total)
+    finally:  # also on Ctrl-C or SIGTERM (see main): a stopped sweep leaves no worker behind
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+                process.join()
+
+
+def _follow(processes, queue, chapter: str, workers: int, total: int) -> int:
     failures = 0
     with tqdm(total=total, desc=f"sweep {chapter} ({workers} workers)") as bar:
         while True:
@@ -135,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dry-run", action="store_true", help="count done / claimed / left, run nothing")
     parser.add_argument("--limit", type=int, default=None, help="each worker runs at most this many new runs")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # `kill` runs the clean-up
     if args.workers < 1:
         parser.error(f"--workers must be >= 1 (got {args.workers})")
 

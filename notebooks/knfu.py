@@ -176,10 +176,15 @@ print(f"heaviest neighbour among the 3 truly closest: {agreement['heaviest_is_cl
 #
 # Every run is an `ExperimentConfig`; `run_experiment` returns the stored record when the same
 # configuration ran before. Cells of the grid that already have paper-profile records (from the
-# sweep) are taken from `results/paper/` and not run again.
+# sweep) are taken from `results/paper/` and not run again, as long as this profile runs the paper
+# profile's method: change a method setting (`-p lr 0.01`, `-p optimizer sgd`) and every cell runs
+# anew and only those runs are shown.
 
 # %%
-paper_records = knfu.paper_profile_records()
+paper_records = knfu.reusable_paper_records(params)
+if knfu.method_differences(params):
+    print("This profile differs from the paper profile's method in "
+          + ", ".join(knfu.method_differences(params)) + ": paper-profile records are not used.")
 configs = knfu.experiments_to_run(params, paper_records)
 records = [run_experiment(config, profile=params.profile, progress=False) for config in configs]
 covered = {knfu.cell_of(r) for r in paper_records}

@@ -188,3 +188,8 @@ def test_notebook_runs_only_cells_the_paper_records_do_not_cover(monkeypatch):
     assert len(left) == len(chapter.experiments(quick)) - 1
     assert ("mnist", 0.1, 100, "knfu") not in {chapter.cell_of(c) for c in left}
     assert experiments_to_run(chapter, chapter.PAPER_PROFILE) == chapter.experiments(chapter.PAPER_PROFILE)
+    assert chapter.method_differences(quick) == [] and chapter.reusable_paper_records(quick) == [paper_run]
+    other = chapter.Params(profile="quick", mnist_alphas="0.1,0.5", mnist_sizes="100", num_clients=8, lr=0.01)
+    assert chapter.method_differences(other) == ["lr"]
+    assert chapter.reusable_paper_records(other) == []
+    assert experiments_to_run(chapter, other) == chapter.experiments(other)

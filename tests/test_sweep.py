@@ -100,3 +100,43 @@ def test_a_stale_claim_taken_over_by_another_worker_first_is_given_back(tmp_path
     monkeypatch.setattr(claims.os, "rename", rename_after_another_worker_took_over)
     assert not claims.try_claim(path)
     assert path.read_text() == other  # the other worker's claim is back in place
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to find the workers")
+def test_a_sweep_stopped_with_sigterm_leaves_no_worker_running(smoke_grid):
+    import signal
+    import time
+
+    sweep_process = subprocess.Popen([sys.executable, "-m", "fedkd_core.sweep", "setting", "--params", str(smoke_grid),
+                                      "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    workers = []
+    while len(workers) < 2 and time.time() < deadline:  # wait for the two workers to start
+        workers = [p for p in _children(sweep_process.pid) if _alive(p)]
+        time.sleep(0.2)
+    assert len(workers) >= 2, "the sweep did not start its workers"
+    sweep_process.send_signal(signal.SIGTERM)
+    sweep_process.wait(timeout=60)
+    time.sleep(0.5)
+    assert not [p for p in workers if _alive(p)]

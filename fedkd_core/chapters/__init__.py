@@ -33,6 +33,14 @@ def experiments_to_run(module: ModuleType, params) -> list:
     return chosen(params)
 
 
+def method_differences(params, reference, scale_fields: frozenset[str]) -> list[str]:
+    """The fields outside ``scale_fields`` (those that only set a run's size or which cells run)
+    in which ``params`` differs from ``reference``: empty when both run the same method, so that a
+    record made with ``reference`` may stand for a cell of ``params``."""
+    return [f.name for f in dataclasses.fields(params)
+            if f.name not in scale_fields and getattr(params, f.name) != getattr(reference, f.name)]
+
+
 # Names IPython itself puts into a notebook's namespace.
 IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
 

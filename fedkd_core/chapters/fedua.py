@@ -10,12 +10,13 @@ headline tables before the ablation starts.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..experiment import ExperimentConfig
+from . import method_differences as shared_method_differences
 from ..federation import DataConfig
 from ..report import parse_list, record_precision
 from ..training import TrainConfig
@@ -300,8 +301,7 @@ SCALE_FIELDS = frozenset({"profile", "partitions", "algorithms", "participations
 def method_differences(params: Params, reference: Params = REDUCED_PROFILE) -> list[str]:
     """The method settings (model, optimiser, server lr, ...) in which ``params`` differs from
     ``reference``."""
-    return [f.name for f in fields(Params)
-            if f.name not in SCALE_FIELDS and getattr(params, f.name) != getattr(reference, f.name)]
+    return shared_method_differences(params, reference, SCALE_FIELDS)
 
 
 def experiments_to_run(params: Params, reduced_records: list | None = None) -> list[ExperimentConfig]:

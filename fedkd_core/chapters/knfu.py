@@ -18,6 +18,7 @@ from ..experiment import ExperimentConfig, default_device
 from ..federation import DataConfig, build_federated_data
 from ..report import parse_list, record_precision, verdict_word
 from ..training import TrainConfig
+from . import method_differences as shared_method_differences
 
 MODEL_FOR = {"mnist": "knfu_m1", "cifar10": "knfu_m2"}
 METHODS = {"knfu": "KnFu", "fedmd": "FedMD", "knfu_local": "Local", "selective_fd": "Selective-FD"}
@@ -298,12 +299,31 @@ def cell_of(run) -> tuple:
     return data["dataset"], float(data["alpha"]), data["samples_per_client"], run.config["algorithm"]
 
 
+# The fields that only set a run's size or which cells run: a paper-profile record may stand for a
+# cell of any Params that agrees with the paper profile on every other field (the method).
+SCALE_FIELDS = frozenset({"profile", "datasets", "mnist_alphas", "mnist_sizes", "cifar_alphas", "cifar_sizes",
+                          "algorithms", "seeds", "num_clients", "rounds", "cifar_rounds", "local_test_size",
+                          "eval_every", "example_alpha", "example_size", "example_rounds"})
+
+
+def method_differences(params: Params) -> list[str]:
+    """The method settings (optimiser, lr, lambda, ...) in which ``params`` differs from the paper
+    profile; with any, the paper-profile records do not stand for its cells."""
+    return shared_method_differences(params, PAPER_PROFILE, SCALE_FIELDS)
+
+
+def reusable_paper_records(params: Params, root=None) -> list:
+    """The paper-profile records that may stand for cells of ``params``: all of them when it runs
+    the paper profile's method, none otherwise (``-p lr 0.01`` runs and shows every cell anew)."""
+    return [] if method_differences(params) else paper_profile_records(root)
+
+
 def experiments_to_run(params: Params, paper_records: list | None = None) -> list[ExperimentConfig]:
     """What the notebook runs: the grid less the cells that committed paper-profile records cover
     (those cells are shown from the paper records; pass them when already loaded). The paper
-    profile itself runs its whole grid."""
+    profile itself runs its whole grid, and so does a profile with another method."""
     configs = experiments(params)
-    if params.profile == PAPER_PROFILE.profile:
+    if params.profile == PAPER_PROFILE.profile or method_differences(params):
         return configs
     covered = {cell_of(record) for record in (paper_profile_records() if paper_records is None else paper_records)}
     return [config for config in configs if cell_of(config) not in covered]
