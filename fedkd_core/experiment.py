@@ -132,6 +132,25 @@ def clients_update(algorithm, selected: list[int]) -> tuple[dict, int, int]:
     return uploads, bytes_down, bytes_up
 
 
+CLIENT_STEPS = {"update": "client_update", "finish": "client_finish"}
+
+
+def client_step(replica, round_index: int, client: int, phase: str, message: dict, state: dict) -> tuple:
+    """Run client ``client``'s ``phase`` ("update" or "finish") of round ``round_index`` on
+    ``replica``, a copy of the algorithm that keeps no client's state, starting from ``state``
+    (what ``client_state`` returned last time; {} at first). Returns (the step's output, the
+    client's new state). This is what a client process does (fedkd_core.flower); in-process and
+    there, the same (seed, round, client) randomness makes the numbers the same."""
+    replica.begin_round(round_index)
+    replica.load_client_state(client, state)
+    try:
+        with party_randomness(replica.ctx.seed, round_index, client, phase):
+            output = getattr(replica, CLIENT_STEPS[phase])(client, message)
+        return output, replica.client_state(client)
+    finally:
+        replica.drop_client_state(client)
+
+
 def server_update(algorithm, uploads: dict) -> None:
     with party_randomness(algorithm.ctx.seed, algorithm.round, SERVER, "server"):
         algorithm.server_update(uploads)

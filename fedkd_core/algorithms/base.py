@@ -63,9 +63,17 @@ def message_bytes(message: Message | None) -> int:
 
 
 class Algorithm:
-    """Base class. Subclasses set ``Config`` (a frozen dataclass) and override the steps."""
+    """Base class. Subclasses set ``Config`` (a frozen dataclass) and override the steps.
+
+    ``CLIENT_STATE`` names the attributes that hold what a client keeps between rounds (a
+    ``PersonalModels``, or a dict from client to a model or a tensor). Everything else is the
+    server's or scratch. ``client_state`` / ``load_client_state`` move one client's part through a
+    message, so a client's steps can run on another copy of the algorithm, in another process
+    (fedkd_core.flower), and give the same numbers.
+    """
 
     Config: type = type(None)
+    CLIENT_STATE: tuple[str, ...] = ()
 
     def __init__(self, config, ctx: Context):
         self.config = config
@@ -106,6 +114,44 @@ class Algorithm:
     def global_model(self) -> nn.Module | None:
         return None
 
+    def client_state(self, client: int) -> Message:
+        """What ``client`` keeps between rounds, as a message (``field/name`` -> tensor)."""
+        state: Message = {}
+        for field in self.CLIENT_STATE:
+            holder = getattr(self, field)
+            if client not in holder:
+                continue
+            value = holder[client]
+            if isinstance(value, nn.Module):
+                state.update({f"{field}/{name}": t.detach().clone() for name, t in value.state_dict().items()})
+            else:
+                state[field] = value.detach().clone()
+        return state
+
+    def load_client_state(self, client: int, state: Message) -> None:
+        """Restore what ``client_state(client)`` returned (on this or another copy)."""
+        for field in self.CLIENT_STATE:
+            holder, prefix = getattr(self, field), f"{field}/"
+            if field in state:
+                holder[client] = state[field].clone()
+                continue
+            weights = {name[len(prefix):]: t for name, t in state.items() if name.startswith(prefix)}
+            if not weights:
+                continue
+            if isinstance(holder, PersonalModels):
+                holder[client].load_state_dict(weights)
+            else:  # a dict of frozen models (a client's teacher or history)
+                model = self.ctx.new_model()
+                model.load_state_dict(weights)
+                holder[client] = model.eval().requires_grad_(False)
+
+    def drop_client_state(self, client: int) -> None:
+        """Forget ``client``'s state here (a copy serving many clients keeps none of them)."""
+        for field in self.CLIENT_STATE:
+            holder = getattr(self, field)
+            if client in holder:
+                del holder[client]
+
     def round_metrics(self) -> dict:
         """Plain-data diagnostics of the last round, stored in the record's history (e.g. FedUA's
         teacher weights); none by default."""
@@ -126,3 +172,6 @@ class PersonalModels:
 
     def __contains__(self, client: int) -> bool:
         return client in self._models
+
+    def __delitem__(self, client: int) -> None:
+        del self._models[client]

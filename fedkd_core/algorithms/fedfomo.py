@@ -58,6 +58,7 @@ def parameter_distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], n
 
 class FedFomo(Algorithm):
     Config = FedFomoConfig
+    CLIENT_STATE = ("models",)
 
     def __init__(self, config: FedFomoConfig, ctx):
         super().__init__(config, ctx)

@@ -52,6 +52,7 @@ class FromGlobal(Algorithm):
     """
 
     personalised = True
+    CLIENT_STATE = ("personal",)
 
     def __init__(self, config, ctx):
         super().__init__(config, ctx)

@@ -25,6 +25,7 @@ class KnFuLocalConfig:
 
 class KnFuLocal(Algorithm):
     Config = KnFuLocalConfig
+    CLIENT_STATE = ("models",)
 
     def __init__(self, config: KnFuLocalConfig, ctx):
         super().__init__(config, ctx)

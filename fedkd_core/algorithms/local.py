@@ -15,6 +15,7 @@ class LocalConfig:
 
 class Local(Algorithm):
     Config = LocalConfig
+    CLIENT_STATE = ("models",)
 
     def __init__(self, config: LocalConfig, ctx):
         super().__init__(config, ctx)

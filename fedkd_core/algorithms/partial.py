@@ -30,6 +30,7 @@ class PartialSharing(Algorithm):
     """Subclasses set ``shared_prefix``."""
 
     Config = PartialSharingConfig
+    CLIENT_STATE = ("models",)
 
     shared_prefix = ""
 

@@ -59,6 +59,7 @@ def moreau_outer_step(local: list[torch.Tensor], theta: list[torch.Tensor], lam:
 
 class PFedMe(Algorithm):
     Config = PFedMeConfig
+    CLIENT_STATE = ("personal",)
 
     def __init__(self, config: PFedMeConfig, ctx):
         super().__init__(config, ctx)

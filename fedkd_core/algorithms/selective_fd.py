@@ -128,6 +128,7 @@ class SelectiveFDConfig(TransferKDConfig):
 
 class SelectiveFD(TransferDistillation):
     Config = SelectiveFDConfig
+    CLIENT_STATE = ("models", "accepted")
 
     def __init__(self, config: SelectiveFDConfig, ctx):
         super().__init__(config, ctx)

@@ -73,6 +73,7 @@ class TransferDistillation(Algorithm):
     """Personal models; the local update, upload, reply and fine-tune of KnFu's Algorithm 1."""
 
     Config = TransferKDConfig
+    CLIENT_STATE = ("models",)
 
     def __init__(self, config, ctx):
         super().__init__(config, ctx)
