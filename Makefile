@@ -27,7 +27,7 @@ $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (set PYTHON=...)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[book,test]'
+	$(BIN)/python -m pip install --quiet -e '.[book,test,flower]'
 	touch $@
 
 # Offline copies from ../shared/data when they are there; otherwise the code falls back to

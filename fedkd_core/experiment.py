@@ -9,6 +9,7 @@ actual messages; seconds are wall time of the round's work (evaluation excluded)
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -74,8 +75,11 @@ def simulate(
     data: FederatedData | None = None,
     device: torch.device | None = None,
     progress: bool = True,
+    clients=None,
 ) -> dict:
     """Run ``config`` and return its history, final per-client accuracies and totals (plain data).
+    ``clients`` runs the client steps (default: in this process, ``IN_PROCESS``; Flower:
+    ``fedkd_core.flower``).
 
     torch's global generators (dropout masks and any other implicit randomness) are seeded from
     ``config.seed`` for the run and restored afterwards, so a run depends on its config alone,
@@ -84,10 +88,12 @@ def simulate(
     with torch.random.fork_rng(devices=cuda_devices()):
         torch.manual_seed(int(np.random.default_rng([config.seed, 5]).integers(2**62)))
         return _simulate(config, data or build_federated_data(config.data, config.seed),
-                         device or default_device(), progress)
+                         device or default_device(), progress, clients)
 
 
-def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.device, progress: bool) -> dict:
+def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.device, progress: bool,
+              clients=None) -> dict:
+    clients = clients or IN_PROCESS
     ctx = Context(data=data, model_name=config.model, train=config.train, device=device, seed=config.seed)
     algorithm = algorithm_class(config.algorithm)(algorithm_config(config.algorithm, config.algorithm_params), ctx)
     sampler = np.random.default_rng([config.seed, 2])
@@ -98,41 +104,75 @@ def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.devic
                disable=not progress, leave=False)
     for round_index in bar:
         start = time.perf_counter()
-        traffic = _run_round(algorithm, round_index, select_clients(sampler, data.num_clients, config.participation))
+        traffic = _run_round(algorithm, round_index, select_clients(sampler, data.num_clients, config.participation),
+                             clients)
         seconds = time.perf_counter() - start
         totals = {"train_seconds": totals["train_seconds"] + seconds,
                   "bytes_up": totals["bytes_up"] + traffic["bytes_up"],
                   "bytes_down": totals["bytes_down"] + traffic["bytes_down"]}
         if round_index % config.eval_every == 0 or round_index == config.rounds:
-            row = {"round": round_index, **traffic, "seconds": seconds,
-                   **evaluate(algorithm, data, global_test, config.train.mixed_precision), **algorithm.round_metrics()}
+            with clients.states_for_evaluation(algorithm, list(range(data.num_clients))):
+                scores = evaluate(algorithm, data, global_test, config.train.mixed_precision)
+            row = {"round": round_index, **traffic, "seconds": seconds, **scores, **algorithm.round_metrics()}
             history.append(row)
             bar.set_postfix(alma=f"{row['alma']:.3f}")
     return {"history": history, "client_accuracies": history[-1]["client_accuracies"], "totals": totals}
 
 
-def _run_round(algorithm, round_index: int, selected: list[int]) -> dict:
-    algorithm.begin_round(round_index)
-    uploads, bytes_down, bytes_up = clients_update(algorithm, selected)
-    server_update(algorithm, uploads)
-    bytes_down += clients_finish(algorithm, selected)
-    return {"clients": len(selected), "bytes_up": bytes_up, "bytes_down": bytes_down}
+class InProcessClients:
+    """Clients run on the algorithm itself, one after another (the default engine). Another
+    engine (fedkd_core.flower) implements the same three methods with clients elsewhere."""
+
+    name = "in-process"
+
+    def update(self, algorithm, downloads: dict) -> dict:
+        """Each client's update of the downloaded message; returns the uploads."""
+        return {k: self._step(algorithm, k, "update", message) for k, message in downloads.items()}
+
+    def finish(self, algorithm, replies: dict) -> None:
+        """Each client's use of the server's reply (two-phase methods)."""
+        for k, message in replies.items():
+            self._step(algorithm, k, "finish", message)
+
+    @contextmanager
+    def states_for_evaluation(self, algorithm, clients: list[int]):
+        """Make ``clients``' states available on ``algorithm`` while it is evaluated."""
+        yield
+
+    @staticmethod
+    def _step(algorithm, client: int, phase: str, message: dict):
+        with party_randomness(algorithm.ctx.seed, algorithm.round, client, phase):
+            return getattr(algorithm, CLIENT_STEPS[phase])(client, message)
 
 
-def clients_update(algorithm, selected: list[int]) -> tuple[dict, int, int]:
-    """Download and client update of each selected client, each under its own randomness for
-    (seed, round, client); returns the uploads and the bytes down and up."""
-    uploads, bytes_down, bytes_up = {}, 0, 0
-    for client in selected:
-        message = algorithm.download(client)
-        with party_randomness(algorithm.ctx.seed, algorithm.round, client, "update"):
-            uploads[client] = algorithm.client_update(client, message)
-        bytes_down += message_bytes(message)
-        bytes_up += message_bytes(uploads[client])
-    return uploads, bytes_down, bytes_up
-
-
+IN_PROCESS = InProcessClients()
 CLIENT_STEPS = {"update": "client_update", "finish": "client_finish"}
+
+
+def _run_round(algorithm, round_index: int, selected: list[int], clients=IN_PROCESS) -> dict:
+    """One round: downloads, client updates, server update, replies and client finishes; the
+    bytes of every message. Client steps run where ``clients`` runs them."""
+    algorithm.begin_round(round_index)
+    downloads = {k: algorithm.download(k) for k in selected}
+    uploads = clients.update(algorithm, downloads)
+    server_update(algorithm, uploads)
+    replies = {k: reply for k in selected if (reply := algorithm.reply(k)) is not None}
+    if replies:
+        clients.finish(algorithm, replies)
+    return {"clients": len(selected), "selected": list(selected),
+            "bytes_up": sum(message_bytes(m) for m in uploads.values()),
+            "bytes_down": sum(message_bytes(m) for m in [*downloads.values(), *replies.values()])}
+
+
+def clients_update(algorithm, selected: list[int]) -> dict:
+    """In-process downloads and client updates of ``selected`` (the round's first half); the uploads."""
+    return IN_PROCESS.update(algorithm, {k: algorithm.download(k) for k in selected})
+
+
+def clients_finish(algorithm, selected: list[int]) -> None:
+    """In-process replies and client finishes of ``selected`` (the round's last step)."""
+    replies = {k: reply for k in selected if (reply := algorithm.reply(k)) is not None}
+    IN_PROCESS.finish(algorithm, replies)
 
 
 def client_step(replica, round_index: int, client: int, phase: str, message: dict, state: dict) -> tuple:
@@ -152,21 +192,9 @@ def client_step(replica, round_index: int, client: int, phase: str, message: dic
 
 
 def server_update(algorithm, uploads: dict) -> None:
+    """The server's step of the round, under the server's randomness for (seed, round)."""
     with party_randomness(algorithm.ctx.seed, algorithm.round, SERVER, "server"):
         algorithm.server_update(uploads)
-
-
-def clients_finish(algorithm, selected: list[int]) -> int:
-    """The server's reply to each selected client and the client's use of it (two-phase methods);
-    returns the bytes sent."""
-    bytes_down = 0
-    for client in selected:
-        reply = algorithm.reply(client)
-        if reply is not None:
-            bytes_down += message_bytes(reply)
-            with party_randomness(algorithm.ctx.seed, algorithm.round, client, "finish"):
-                algorithm.client_finish(client, reply)
-    return bytes_down
 
 
 def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_precision: bool | str = False) -> dict:

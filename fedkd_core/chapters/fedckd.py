@@ -220,7 +220,7 @@ def forgetting_trace(config: ExperimentConfig, rounds: int) -> pd.DataFrame:
     for round_index in range(1, rounds + 1):
         algorithm.begin_round(round_index)
         selected = select_clients(sampler, data.num_clients, config.participation)
-        uploads, _, _ = clients_update(algorithm, selected)
+        uploads = clients_update(algorithm, selected)
         before = {k: accuracy(algorithm.personal_model(k), data.dataset, data.client_test[k], mixed_precision=amp)
                   for k in selected}
         server_update(algorithm, uploads)
