@@ -1,7 +1,7 @@
 """Run any registered algorithm on Flower (Message API; simulation on Ray, or real nodes).
 
     pip install -e '.[flower]'
-    python -m fedkd_core.flower CONFIG.yaml [--workers N] [--profile NAME]
+    python -m fedkd_core.flower CONFIG.yaml [CONFIG.yaml ...] [--workers N] [--timeout S] [--profile NAME]
 
 The round is ``experiment._run_round`` with its client steps sent as Flower messages:
 
@@ -219,31 +219,37 @@ def load_config(path: Path) -> ExperimentConfig:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .results import RunRecord, config_hash, environment, save_record
     from .precision import use_bf16
+    from .results import RunRecord, config_hash, environment, save_record
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("config", type=Path, help="YAML of an ExperimentConfig")
+    parser.add_argument("configs", type=Path, nargs="+", help="YAML files of ExperimentConfigs (one simulation)")
     parser.add_argument("--workers", type=int, default=1, help="Ray client processes (default 1)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds a round waits for its clients")
-    parser.add_argument("--profile", default="custom", help="results/<profile>/ folder of the record")
+    parser.add_argument("--profile", default="custom", help="results/<profile>/ folder of the records")
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be >= 1 (got {args.workers})")
-    config = load_config(args.config)
+    configs = [load_config(path) for path in args.configs]
     start = time.perf_counter()
-    outcome = simulate_on_flower([config], args.workers, args.timeout)[0]
+    outcomes = simulate_on_flower(configs, args.workers, args.timeout)
+    seconds = time.perf_counter() - start
     device = default_device()
-    record = RunRecord(config=config.resolved(), key=config_hash(config), history=outcome["history"],
-                       client_accuracies=outcome["client_accuracies"],
-                       timings={"total_seconds": time.perf_counter() - start, **outcome["totals"],
-                                "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
-                       environment={**environment(device, use_bf16(config.train.mixed_precision, device)),
-                                    "engine": f"{ENGINE} (ray, {args.workers} workers)"},
-                       profile=args.profile)
-    path = save_record(record)
-    print(f"{config.algorithm}: ALMA {outcome['history'][-1]['alma']:.4f}; record {path}")
+    for config, outcome in zip(configs, outcomes):
+        record = RunRecord(config=config.resolved(), key=config_hash(config), history=outcome["history"],
+                           client_accuracies=outcome["client_accuracies"],
+                           timings={"total_seconds": seconds / len(configs), **outcome["totals"],
+                                    "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
+                           environment={**environment(device, use_bf16(config.train.mixed_precision, device)),
+                                        "engine": f"{ENGINE} (ray, {args.workers} workers)"},
+                           profile=args.profile)
+        path = save_record(record)
+        print(f"{config.algorithm}: ALMA {outcome['history'][-1]['alma']:.4f}; record {path}")
 
 
 if __name__ == "__main__":
-    main()
+    # Run main from the importable module, not from __main__: Ray workers must find the apps'
+    # functions as fedkd_core.flower.*, which they can import.
+    from fedkd_core.flower import main as module_main
+
+    module_main()
