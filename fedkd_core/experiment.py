@@ -123,16 +123,14 @@ class InProcessClients:
     """Clients run on the algorithm itself, one after another (the default engine). Another
     engine (fedkd_core.flower) implements the same three methods with clients elsewhere."""
 
-    name = "in-process"
-
     def update(self, algorithm, downloads: dict) -> dict:
         """Each client's update of the downloaded message; returns the uploads."""
-        return {k: self._step(algorithm, k, "update", message) for k, message in downloads.items()}
+        return {k: self.step(algorithm, k, "update", message) for k, message in downloads.items()}
 
     def finish(self, algorithm, replies: dict) -> None:
         """Each client's use of the server's reply (two-phase methods)."""
         for k, message in replies.items():
-            self._step(algorithm, k, "finish", message)
+            self.step(algorithm, k, "finish", message)
 
     @contextmanager
     def states_for_evaluation(self, algorithm, clients: list[int]):
@@ -140,7 +138,8 @@ class InProcessClients:
         yield
 
     @staticmethod
-    def _step(algorithm, client: int, phase: str, message: dict):
+    def step(algorithm, client: int, phase: str, message: dict):
+        """One client step under that client's randomness for (seed, round, phase)."""
         with party_randomness(algorithm.ctx.seed, algorithm.round, client, phase):
             return getattr(algorithm, CLIENT_STEPS[phase])(client, message)
 
@@ -156,7 +155,7 @@ def _run_round(algorithm, round_index: int, selected: list[int], clients=IN_PROC
     downloads = {k: algorithm.download(k) for k in selected}
     uploads = clients.update(algorithm, downloads)
     server_update(algorithm, uploads)
-    replies = {k: reply for k in selected if (reply := algorithm.reply(k)) is not None}
+    replies = _replies(algorithm, selected)
     if replies:
         clients.finish(algorithm, replies)
     return {"clients": len(selected), "selected": list(selected),
@@ -171,8 +170,12 @@ def clients_update(algorithm, selected: list[int]) -> dict:
 
 def clients_finish(algorithm, selected: list[int]) -> None:
     """In-process replies and client finishes of ``selected`` (the round's last step)."""
-    replies = {k: reply for k in selected if (reply := algorithm.reply(k)) is not None}
-    IN_PROCESS.finish(algorithm, replies)
+    IN_PROCESS.finish(algorithm, _replies(algorithm, selected))
+
+
+def _replies(algorithm, selected: list[int]) -> dict:
+    """The server's second-phase messages of the round, for the clients that get one."""
+    return {k: reply for k in selected if (reply := algorithm.reply(k)) is not None}
 
 
 def client_step(replica, round_index: int, client: int, phase: str, message: dict, state: dict) -> tuple:
@@ -184,8 +187,7 @@ def client_step(replica, round_index: int, client: int, phase: str, message: dic
     replica.begin_round(round_index)
     replica.load_client_state(client, state)
     try:
-        with party_randomness(replica.ctx.seed, round_index, client, phase):
-            output = getattr(replica, CLIENT_STEPS[phase])(client, message)
+        output = InProcessClients.step(replica, client, phase, message)
         return output, replica.client_state(client)
     finally:
         replica.drop_client_state(client)

@@ -125,8 +125,6 @@ class FlowerClients:
     """``experiment.simulate``'s client engine on a Flower Grid: each client step is a message to
     the node that holds that client (``InProcessClients`` is the in-process twin)."""
 
-    name = ENGINE
-
     def __init__(self, grid: Grid, num_clients: int, run: int = 0, timeout: float | None = None,
                  wait: float = 600.0):
         self.grid, self.run, self.timeout = grid, run, timeout
@@ -219,8 +217,7 @@ def load_config(path: Path) -> ExperimentConfig:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .precision import use_bf16
-    from .results import RunRecord, config_hash, environment, save_record
+    from .results import outcome_record, save_record
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("configs", type=Path, nargs="+", help="YAML files of ExperimentConfigs (one simulation)")
@@ -236,13 +233,8 @@ def main(argv: list[str] | None = None) -> None:
     seconds = time.perf_counter() - start
     device = default_device()
     for config, outcome in zip(configs, outcomes):
-        record = RunRecord(config=config.resolved(), key=config_hash(config), history=outcome["history"],
-                           client_accuracies=outcome["client_accuracies"],
-                           timings={"total_seconds": seconds / len(configs), **outcome["totals"],
-                                    "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
-                           environment={**environment(device, use_bf16(config.train.mixed_precision, device)),
-                                        "engine": f"{ENGINE} (ray, {args.workers} workers)"},
-                           profile=args.profile)
+        record = outcome_record(config, outcome, seconds / len(configs), device, args.profile,
+                                engine=f"{ENGINE} (ray, {args.workers} workers)")
         path = save_record(record)
         print(f"{config.algorithm}: ALMA {outcome['history'][-1]['alma']:.4f}; record {path}")
 

@@ -183,6 +183,24 @@ def record_precision(record: RunRecord) -> str:
     return precision_name(record.config["train"].get("mixed_precision") is True)
 
 
+def outcome_record(config: ExperimentConfig, outcome: dict, seconds: float, device: torch.device, profile: str,
+                   engine: str | None = None) -> RunRecord:
+    """The record of a run of ``config`` that ``experiment.simulate`` (or another engine, named
+    in ``environment.engine``) returned as ``outcome`` after ``seconds``."""
+    env = environment(device, use_bf16(config.train.mixed_precision, device))
+    return RunRecord(
+        config=config.resolved(),
+        key=config_hash(config),
+        history=outcome["history"],
+        client_accuracies=outcome["client_accuracies"],
+        timings={"total_seconds": seconds,
+                 **outcome["totals"],  # train seconds and bytes over every round, evaluated or not
+                 "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
+        environment={**env, "engine": engine} if engine else env,
+        profile=profile,
+    )
+
+
 def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = True,
                    profile: str = "custom", progress: bool = True, data=None) -> RunRecord:
     """The record of ``config``: loaded when stored (and ``use_cache``), else simulated and saved."""
@@ -191,17 +209,7 @@ def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = Tru
     start = time.perf_counter()
     device = default_device()
     outcome = simulate(config, data=data, device=device, progress=progress)
-    record = RunRecord(
-        config=config.resolved(),
-        key=config_hash(config),
-        history=outcome["history"],
-        client_accuracies=outcome["client_accuracies"],
-        timings={"total_seconds": time.perf_counter() - start,
-                 **outcome["totals"],  # train seconds and bytes over every round, evaluated or not
-                 "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
-        environment=environment(device, use_bf16(config.train.mixed_precision, device)),
-        profile=profile,
-    )
+    record = outcome_record(config, outcome, time.perf_counter() - start, device, profile)
     save_record(record, root)
     return record
 
