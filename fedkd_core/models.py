@@ -137,6 +137,25 @@ def resnet18(shape: InputShape) -> SplitModel:
     return SplitModel(net, head)
 
 
+def resnet18_code32(shape: InputShape) -> SplitModel:
+    """FedGMKD's released model (SereinZY/FedGMKD models.py): torchvision ResNet-18 unchanged
+    (ImageNet stem, random init) with ``num_classes=32``, so its ``fc`` (512 -> 32, no activation)
+    is the 32-d feature, and a linear classifier on it."""
+    import torchvision
+
+    net = torchvision.models.resnet18(num_classes=32)
+    if shape.channels != 3:
+        net.conv1 = nn.Conv2d(shape.channels, 64, 7, 2, 3, bias=False)
+    return SplitModel(net, nn.Linear(32, shape.num_classes))
+
+
+def cnn5_code32(shape: InputShape) -> SplitModel:
+    """``cnn5`` with FedGMKD's 32-d feature: its 84-d layer, then Linear(84, 32) without an
+    activation as the feature, and a linear classifier (a CPU-sized stand-in for resnet18_code32)."""
+    base = cnn5(shape)
+    return SplitModel(nn.Sequential(base.features, nn.Linear(84, 32)), nn.Linear(32, shape.num_classes))
+
+
 def mobilenet_v2(shape: InputShape) -> SplitModel:
     """torchvision MobileNetV2 (random init), first convolution adapted to the input channels."""
     import torchvision
@@ -180,6 +199,8 @@ MODELS: dict[str, Callable[[InputShape], SplitModel]] = {
     "resnet8": cifar_resnet(8),
     "resnet32": cifar_resnet(32),
     "resnet18": resnet18,
+    "resnet18_code32": resnet18_code32,
+    "cnn5_code32": cnn5_code32,
     "mobilenet_v2": mobilenet_v2,
     "pfedsd_cnn_mnist": pfedsd_cnn_mnist,
     "pfedsd_cnn_cifar100": pfedsd_cnn_cifar100,

@@ -49,3 +49,15 @@ def test_initialisation_is_seeded_and_leaves_the_global_rng_alone():
 def test_unknown_model_is_a_clear_error():
     with pytest.raises(ValueError, match="model must be one of"):
         make_model("vgg99", SHAPES["grey"], seed=0)
+
+
+def test_fedgmkd_models_have_a_32d_feature_and_the_released_size():
+    """FedGMKD's released model: torchvision ResNet-18 with a 32-d fc as the feature, then
+    Linear(32, C); its fp32 state dict is 44,811,592 B on CIFAR-10 (specs/fedgmkd.md §5.1)."""
+    for name in ("resnet18_code32", "cnn5_code32"):
+        model = make_model(name, SHAPES["colour"], seed=0).eval()
+        assert model.features(torch.zeros(2, 3, 32, 32)).shape == (2, 32)
+        assert (model.head.in_features, model.head.out_features) == (32, 10)
+    big = make_model("resnet18_code32", SHAPES["colour"], seed=0)
+    assert sum(t.numel() * t.element_size() for t in big.state_dict().values()) == 44_811_592
+    assert sum(p.numel() for p in make_model("cnn5_code32", SHAPES["colour"], seed=0).parameters()) == 64_206
