@@ -121,19 +121,23 @@ def train(
     epochs: int | None = None,
     parameters=None,
     augment: bool = True,
+    max_grad_norm: float | None = None,
 ) -> float:
     """Run ``epochs`` (default ``config.epochs``) of minibatch training; return the mean loss.
 
     ``loss_fn(model, batch)`` gives the loss of one batch, so distillation methods pass a loss
     that reads teacher outputs at ``batch.position`` (and ``augment=False``: teacher outputs
-    belong to the unaugmented inputs). ``parameters`` restricts what is trained.
+    belong to the unaugmented inputs). ``parameters`` restricts what is trained. ``max_grad_norm``
+    clips the gradient's global L2 norm before each step (FedGMKD's released code: 1.1); None
+    leaves gradients as they are.
 
     The loss is summed on the device and checked once per epoch: no host synchronisation per
     step. A non-finite loss raises FloatingPointError at the end of the epoch it appeared in.
     """
     device = next(model.parameters()).device
     bf16 = use_bf16(config.mixed_precision, device)
-    optimizer = OPTIMIZERS[config.optimizer](list(parameters or model.parameters()), config)
+    trained = list(parameters or model.parameters())
+    optimizer = OPTIMIZERS[config.optimizer](trained, config)
     model.train()
     total, steps = torch.zeros((), device=device), 0
     for _ in range(config.epochs if epochs is None else epochs):
@@ -143,6 +147,8 @@ def train(
                 loss = loss_fn(model, batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(trained, max_grad_norm)
             optimizer.step()
             total += loss.detach().float()
             steps += 1

@@ -45,7 +45,8 @@ def separated_run(algorithm: str, data):
 
 
 @pytest.mark.parametrize("algorithm", ["fedavg", "knfu", "fedmd", "selective_fd", "knfu_local", "fedckd", "pfedsd",
-                                       "pfedme", "fedper", "lg_fedavg", "fedfomo", "fedprox", "local"])
+                                       "pfedme", "fedper", "lg_fedavg", "fedfomo", "fedprox", "local", "fedgmkd", "moon",
+                                       "fedproto", "fpl", "fedgen", "fjord"])  # fedmd_avg needs a transfer set: its own test
 def test_clients_on_a_replica_give_the_same_run_as_one_algorithm(algorithm):
     data = tiny_data()
     single = make(algorithm, data)

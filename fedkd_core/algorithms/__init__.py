@@ -18,6 +18,13 @@ from .fedua import FedUA
 from .knfu import KnFu
 from .knfu_local import KnFuLocal
 from .selective_fd import SelectiveFD
+from .fedgen import FedGen
+from .fjord import FjORD
+from .fedgmkd import FedGMKD
+from .moon import Moon
+from .fedproto import FedProto
+from .fpl import FPL
+from .fedmd_avg import FedMDAvg
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     "local": Local,
@@ -35,6 +42,13 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "knfu_local": KnFuLocal,
     "feddf": FedDF,
     "fedua": FedUA,
+    "fedgen": FedGen,
+    "fjord": FjORD,
+    "fedgmkd": FedGMKD,
+    "moon": Moon,
+    "fedproto": FedProto,
+    "fpl": FPL,
+    "fedmd_avg": FedMDAvg,
 }
 
 
