@@ -3,26 +3,38 @@
     pip install -e '.[flower]'
     python -m fedkd_core.flower CONFIG.yaml [CONFIG.yaml ...] [--workers N] [--timeout S] [--profile NAME]
 
+or, on real nodes, the same apps through Flower's deployment engine (``flower_app/README.md``).
+
 The round is ``experiment._run_round`` with its client steps sent as Flower messages:
 
 - the ServerApp runs the project's own loop (``experiment.simulate`` with ``FlowerClients``):
   its seeded client sampler, the algorithm's ``download`` / ``server_update`` / ``reply`` (server-side
   distillation runs there), the bytes of the same messages, the evaluation;
 - each ClientApp step (``train.update``, ``train.finish``) loads the client's state from
-  ``context.state``, runs ``experiment.client_step`` on a per-process replica of the algorithm,
-  and keeps the new state in ``context.state``;
+  ``context.state``, runs ``experiment.client_step`` on a per-process replica of the algorithm
+  (built from the run's config, which travels in every message, so one module-level ``clientapp``
+  serves any run, in simulation and on real nodes), and keeps the new state in ``context.state``;
 - for evaluation the server asks every client for its state (``query.state``) and scores each
   client's model exactly as in-process.
 
 Randomness is per (seed, round, client) (fedkd_core.randomness), so the numbers equal an
 in-process run's, with any number of Ray workers. The core never imports this module.
+
+Faults: a client that raises, or does not answer within ``timeout`` seconds, stops the run with
+an error naming the client(s) and the reason (no retry: a retried client step would draw its
+randomness again and the run would no longer equal the in-process one). Ray that cannot start
+is reported with the usual causes and their fixes.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import dataclasses
 import functools
-import pickle
+import json
+import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,20 +53,22 @@ except ImportError as error:  # pragma: no cover - the message is the point
 from .algorithms import Context as AlgorithmContext, algorithm_class, algorithm_config
 from .experiment import ExperimentConfig, client_step, default_device, simulate
 from .federation import DataConfig, build_federated_data
+from .results import config_hash
 from .training import TrainConfig
 
 ENGINE = "flower"
+DEFAULT_TIMEOUT = 3600.0  # seconds one exchange (all of a round's clients) may take
 
 
 # --- messages ------------------------------------------------------------------------------------
 
-def to_record(message: dict, round_index: int, run: int) -> RecordDict:
-    """A fedkd message (name -> tensor), the round and the run (which of the simulation's
-    configs) as a Flower RecordDict."""
+def to_record(message: dict, round_index: int, run: int, config: str = "") -> RecordDict:
+    """A fedkd message (name -> tensor), the round, the run (which of the ServerApp's configs)
+    and that run's config (JSON, see :func:`config_json`) as a Flower RecordDict."""
     arrays = {name: t.detach().cpu().float() if t.dtype == torch.bfloat16 else t.detach().cpu()
               for name, t in message.items()}
     return RecordDict({"m": ArrayRecord(torch_state_dict=arrays),
-                       "cfg": ConfigRecord({"round": round_index, "run": run})})
+                       "cfg": ConfigRecord({"round": round_index, "run": run, "config": config})})
 
 
 def from_record(record: RecordDict) -> dict:
@@ -63,11 +77,26 @@ def from_record(record: RecordDict) -> dict:
 
 # --- the client side -----------------------------------------------------------------------------
 
+def config_json(config: ExperimentConfig) -> str:
+    """The config as JSON, with its hash, for the clients to rebuild it (plain data, no pickle)."""
+    return json.dumps({"config": dataclasses.asdict(config), "key": config_hash(config)})
+
+
+def config_from_dict(raw: dict) -> ExperimentConfig:
+    """An ExperimentConfig from plain data (the fields of ExperimentConfig; ``data`` and ``train``
+    nested), as YAML or JSON give it."""
+    return ExperimentConfig(**{**raw, "data": DataConfig(**raw.get("data", {})),
+                               "train": TrainConfig(**raw.get("train", {}))})
+
+
 @functools.lru_cache(maxsize=2)
-def _replica(config_blob: bytes):
-    """This process's copy of the algorithm (same data split and initial model as the server's);
-    it serves every client that lands on this process and keeps none of their states."""
-    config: ExperimentConfig = pickle.loads(config_blob)
+def _replica(config_text: str):
+    """This process's copy of the run's algorithm (same data split and initial model as the
+    server's); it serves every client that lands on this process and keeps none of their states."""
+    sent = json.loads(config_text)
+    config = config_from_dict(sent["config"])
+    if config_hash(config) != sent["key"]:
+        raise RuntimeError("the client rebuilt a different config than the server's (fedkd_core versions differ?)")
     torch.set_num_threads(1)
     data = build_federated_data(config.data, config.seed)
     ctx = AlgorithmContext(data=data, model_name=config.model, train=config.train, device=default_device(),
@@ -84,39 +113,39 @@ def _saved_state(context: Context, run: int) -> dict:
     return dict(context.state[key].to_torch_state_dict()) if key in context.state else {}
 
 
-def _run_client_step(blobs: list[bytes], phase: str, message: Message, context: Context) -> Message:
-    client = _client_id(context)
-    round_index, run = int(message.content["cfg"]["round"]), int(message.content["cfg"]["run"])
-    output, new_state = client_step(_replica(blobs[run]), round_index, client, phase, from_record(message.content),
-                                    _saved_state(context, run))
+def _run_client_step(phase: str, message: Message, context: Context) -> Message:
+    client, cfg = _client_id(context), message.content["cfg"]
+    round_index, run = int(cfg["round"]), int(cfg["run"])
+    output, new_state = client_step(_replica(str(cfg["config"])), round_index, client, phase,
+                                    from_record(message.content), _saved_state(context, run))
     context.state[f"fedkd-run{run}"] = ArrayRecord(torch_state_dict={k: v.cpu() for k, v in new_state.items()})
     return Message(to_record(output or {}, round_index, run), reply_to=message)
 
 
-def client_app(configs: list[ExperimentConfig]) -> ClientApp:
-    """The ClientApp of ``configs`` (run one after another by the ServerApp): the update and
-    finish steps, the client's id and its state (kept in ``context.state``, one entry per run)."""
-    blobs = [pickle.dumps(config) for config in configs]
-    app = ClientApp()
+clientapp = ClientApp()
+"""The ClientApp of every run: the update and finish steps, the client's id and its state (kept
+in ``context.state``, one entry per run of the ServerApp)."""
 
-    @app.train("update")
-    def update(message: Message, context: Context) -> Message:
-        return _run_client_step(blobs, "update", message, context)
 
-    @app.train("finish")
-    def finish(message: Message, context: Context) -> Message:
-        return _run_client_step(blobs, "finish", message, context)
+@clientapp.train("update")
+def _update(message: Message, context: Context) -> Message:
+    return _run_client_step("update", message, context)
 
-    @app.query("whoami")
-    def whoami(message: Message, context: Context) -> Message:
-        return Message(RecordDict({"cfg": ConfigRecord({"client": _client_id(context)})}), reply_to=message)
 
-    @app.query("state")
-    def state(message: Message, context: Context) -> Message:
-        run = int(message.content["cfg"]["run"])
-        return Message(to_record(_saved_state(context, run), 0, run), reply_to=message)
+@clientapp.train("finish")
+def _finish(message: Message, context: Context) -> Message:
+    return _run_client_step("finish", message, context)
 
-    return app
+
+@clientapp.query("whoami")
+def _whoami(message: Message, context: Context) -> Message:
+    return Message(RecordDict({"cfg": ConfigRecord({"client": _client_id(context)})}), reply_to=message)
+
+
+@clientapp.query("state")
+def _state(message: Message, context: Context) -> Message:
+    run = int(message.content["cfg"]["run"])
+    return Message(to_record(_saved_state(context, run), 0, run), reply_to=message)
 
 
 # --- the server side -----------------------------------------------------------------------------
@@ -125,16 +154,21 @@ class FlowerClients:
     """``experiment.simulate``'s client engine on a Flower Grid: each client step is a message to
     the node that holds that client (``InProcessClients`` is the in-process twin)."""
 
-    def __init__(self, grid: Grid, num_clients: int, run: int = 0, timeout: float | None = None,
+    def __init__(self, grid: Grid, config: ExperimentConfig, run: int = 0, timeout: float | None = DEFAULT_TIMEOUT,
                  wait: float = 600.0):
-        self.grid, self.run, self.timeout = grid, run, timeout
+        self.grid, self.run, self.timeout, self.config = grid, run, timeout, config_json(config)
+        num_clients = config.data.num_clients
         deadline = time.monotonic() + wait
         while len(nodes := list(grid.get_node_ids())) < num_clients:  # nodes register asynchronously
             if time.monotonic() > deadline:
                 raise RuntimeError(f"only {len(nodes)} of {num_clients} Flower nodes connected within {wait:.0f} s")
             time.sleep(0.2)
         asks = [Message(RecordDict(), dst_node_id=node, message_type="query.whoami") for node in nodes]
-        self.node = {int(r.content["cfg"]["client"]): r.metadata.src_node_id for r in self._exchange(asks)}
+        self.node = {int(r.content["cfg"]["client"]): r.metadata.src_node_id
+                     for r in self._exchange(asks, {node: f"node {node}" for node in nodes})}
+        if sorted(self.node) != list(range(num_clients)):
+            raise RuntimeError(f"the Flower nodes hold partition ids {sorted(self.node)}; the run needs exactly "
+                               f"0..{num_clients - 1} (start each SuperNode with --node-config 'partition-id=K')")
 
     def update(self, algorithm, downloads: dict) -> dict:
         return self._send("train.update", downloads, algorithm.round)
@@ -157,63 +191,128 @@ class FlowerClients:
         missing = sorted(set(payloads) - set(self.node))
         if missing:
             raise RuntimeError(f"no Flower node holds client(s) {missing}; {len(self.node)} nodes answered")
-        messages = [Message(to_record(m, round_index, self.run), dst_node_id=self.node[k], message_type=message_type)
-                    for k, m in payloads.items()]
+        messages = [Message(to_record(m, round_index, self.run, self.config), dst_node_id=self.node[k],
+                            message_type=message_type) for k, m in payloads.items()]
         client_of = {node: k for k, node in self.node.items()}
-        replies = {client_of[r.metadata.src_node_id]: r for r in self._exchange(messages)}
+        names = {self.node[k]: f"client {k}" for k in payloads}
+        replies = {client_of[r.metadata.src_node_id]: r for r in self._exchange(messages, names, round_index)}
         return {k: from_record(replies[k].content) for k in payloads}
 
-    def _exchange(self, messages: list[Message]) -> list[Message]:
-        sent = {m.metadata.dst_node_id for m in messages}
+    def _exchange(self, messages: list[Message], names: dict, round_index: int = 0) -> list[Message]:
+        """Send and wait for every reply; a client that raised or did not answer in time stops the
+        run with an error naming it (``names``: node id -> "client k")."""
         replies = list(self.grid.send_and_receive(messages, timeout=self.timeout))
-        failed = [r for r in replies if r.has_error()]
-        answered = {r.metadata.src_node_id for r in replies}
-        if failed or answered != sent:
-            reasons = "; ".join(f"node {r.metadata.src_node_id}: {r.error.reason}" for r in failed)
-            raise RuntimeError(f"Flower round failed: {len(failed)} client(s) raised, {len(sent - answered)} did not "
-                               f"answer{' within ' + str(self.timeout) + ' s' if self.timeout else ''}. {reasons} "
-                               "(the run stops here rather than go on without them)")
+        raised = {r.metadata.src_node_id: r.error.reason for r in replies if r.has_error()}
+        silent = sorted(set(names) - {r.metadata.src_node_id for r in replies}, key=str)
+        if raised or silent:
+            problems = [f"{names.get(node, f'node {node}')} raised: {reason}" for node, reason in raised.items()]
+            if silent:
+                problems.append(f"{', '.join(names[node] for node in silent)} did not answer within {self.timeout} s")
+            raise RuntimeError(f"Flower run {self.run}, round {round_index}: " + "; ".join(problems)
+                               + " (the run stops rather than go on without them; see fedkd_core.flower's docstring)")
         return replies
 
 
-def server_app(configs: list[ExperimentConfig], outcomes: list, timeout: float | None = None) -> ServerApp:
+def run_on_grid(grid: Grid, configs: list[ExperimentConfig], timeout: float | None = DEFAULT_TIMEOUT,
+                progress: bool = True):
+    """Run ``configs`` one after another over ``grid``; yield each run's (outcome, seconds), the
+    outcome as ``experiment.simulate`` returns it."""
+    for run, config in enumerate(configs):
+        start = time.perf_counter()
+        outcome = simulate(config, clients=FlowerClients(grid, config, run, timeout), progress=progress)
+        yield outcome, time.perf_counter() - start
+
+
+def server_app(configs: list[ExperimentConfig], outcomes: list, timeout: float | None = DEFAULT_TIMEOUT,
+               progress: bool = True) -> ServerApp:
     """The ServerApp of ``configs``: the project's round loop over a Flower Grid for each config in
-    turn; appends each run's outcome (as ``experiment.simulate`` returns it) to ``outcomes``."""
+    turn; appends each run's (outcome, seconds) to ``outcomes``."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        for run, config in enumerate(configs):
-            clients = FlowerClients(grid, config.data.num_clients, run, timeout)
-            outcomes.append(simulate(config, clients=clients, progress=False))
+        outcomes.extend(run_on_grid(grid, configs, timeout, progress))
 
     return app
 
 
-def simulate_on_flower(configs: list[ExperimentConfig], workers: int = 1, timeout: float | None = None) -> list[dict]:
+serverapp = ServerApp()
+"""The ServerApp for Flower's deployment engine (``flwr run flower_app ...``): runs the YAML
+configs named in the run config's ``configs`` (comma-separated paths on the SuperLink's machine)
+and writes a record for each, as ``python -m fedkd_core.flower`` does."""
+
+
+@serverapp.main()
+def _deployed(grid: Grid, context: Context) -> None:
+    from .results import outcome_record, save_record
+
+    run_config = context.run_config
+    configs = [load_config(Path(path.strip())) for path in str(run_config["configs"]).split(",")]
+    timeout = float(run_config.get("timeout", DEFAULT_TIMEOUT))
+    for config, (outcome, seconds) in zip(configs, run_on_grid(grid, configs, timeout)):
+        record = outcome_record(config, outcome, seconds, default_device(), str(run_config.get("profile", "custom")),
+                                engine=f"{ENGINE} (deployment, {config.data.num_clients} SuperNodes)")
+        print(f"{config.algorithm}: ALMA {outcome['history'][-1]['alma']:.4f}; record {save_record(record)}")
+
+
+def start_ray(workers: int, object_store_mb: int | None = None) -> None:
+    """Start Ray for ``workers`` client processes (Flower's simulation then uses it and shuts it
+    down at the end), or say why it cannot start and what usually fixes it."""
+    import ray
+
+
+    # Ray runs its workers at nice 15 unless told otherwise: beside any busy process at normal
+    # priority (another experiment, a test) they starve (measured on 2 busy cores: importing torch
+    # in a client process took 65 s instead of 3 s). Clients here are the experiment, not background work.
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    # Ray's workers inherit the environment, not this process's sys.path (as Flower's own start-up does).
+    pythonpath = os.pathsep.join([*sys.path, *filter(None, [os.environ.get("PYTHONPATH")])])
+    init_args = {"num_cpus": workers, "num_gpus": 0, "include_dashboard": False, "log_to_driver": False,
+                 "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath}}}
+    if object_store_mb is not None:
+        init_args["object_store_memory"] = object_store_mb * 2**20
+    try:
+        ray.init(**init_args)
+    except Exception as error:  # noqa: BLE001 - any failure gets the same advice
+        free = shutil.disk_usage("/dev/shm").free / 2**20 if Path("/dev/shm").exists() else float("nan")
+        raise RuntimeError(
+            f"Ray could not start ({type(error).__name__}: {error}). /dev/shm has {free:.0f} MiB free. Usual fixes: "
+            "give /dev/shm more space (docker run --shm-size=2g), or ask for a smaller object store "
+            "(--object-store-mb 512, simulate_on_flower(object_store_mb=512)); stop a stale Ray ('ray stop'); "
+            "or run in-process instead (python -m fedkd_core.sweep / experiment.simulate), which gives the "
+            "same numbers.") from error
+
+
+def simulate_on_flower(configs: list[ExperimentConfig], workers: int = 1, timeout: float | None = DEFAULT_TIMEOUT,
+                       object_store_mb: int | None = None, progress: bool = False) -> list[dict]:
     """Run ``configs`` one after another in one Flower simulation on Ray with ``workers`` client
-    processes (Ray actors, one CPU each); each outcome equals ``experiment.simulate``'s."""
+    processes (Ray actors, one CPU each); each outcome equals ``experiment.simulate``'s, with the
+    run's wall time (Flower's start-up excluded) added as ``outcome["seconds"]``."""
+    import ray
+
     sizes = {config.data.num_clients for config in configs}
     if len(sizes) != 1:
         raise ValueError(f"configs of one Flower simulation must have the same number of clients (got {sorted(sizes)})")
     outcomes: list = []
-    backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
-               "init_args": {"num_cpus": workers, "num_gpus": 0, "include_dashboard": False}}
-    run_simulation(server_app(configs, outcomes, timeout), client_app(configs), num_supernodes=sizes.pop(),
-                   backend_name="ray", backend_config=backend)
+    backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
+    start_ray(workers, object_store_mb)
+    try:
+        run_simulation(server_app(configs, outcomes, timeout, progress), clientapp, num_supernodes=sizes.pop(),
+                       backend_name="ray", backend_config=backend)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
     if len(outcomes) != len(configs):
         raise RuntimeError(f"the Flower simulation ended after {len(outcomes)} of {len(configs)} runs; "
                            "see Flower's log above")
-    return outcomes
+    return [{**outcome, "seconds": seconds} for outcome, seconds in outcomes]
 
 
 # --- the command ---------------------------------------------------------------------------------
 
 def load_config(path: Path) -> ExperimentConfig:
     """An ExperimentConfig from YAML (the fields of ExperimentConfig; ``data`` and ``train`` nested)."""
-    raw = yaml.safe_load(Path(path).read_text()) or {}
-    return ExperimentConfig(**{**raw, "data": DataConfig(**raw.get("data", {})),
-                               "train": TrainConfig(**raw.get("train", {}))})
+    return config_from_dict(yaml.safe_load(Path(path).read_text()) or {})
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -222,18 +321,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("configs", type=Path, nargs="+", help="YAML files of ExperimentConfigs (one simulation)")
     parser.add_argument("--workers", type=int, default=1, help="Ray client processes (default 1)")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds a round waits for its clients")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                        help=f"seconds one exchange (all of a round's clients) may take (default {DEFAULT_TIMEOUT:.0f})")
+    parser.add_argument("--object-store-mb", type=int, default=None, help="Ray's object store size (default: Ray's)")
     parser.add_argument("--profile", default="custom", help="results/<profile>/ folder of the records")
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be >= 1 (got {args.workers})")
     configs = [load_config(path) for path in args.configs]
-    start = time.perf_counter()
-    outcomes = simulate_on_flower(configs, args.workers, args.timeout)
-    seconds = time.perf_counter() - start
+    outcomes = simulate_on_flower(configs, args.workers, args.timeout, args.object_store_mb, progress=True)
     device = default_device()
     for config, outcome in zip(configs, outcomes):
-        record = outcome_record(config, outcome, seconds / len(configs), device, args.profile,
+        record = outcome_record(config, outcome, outcome["seconds"], device, args.profile,
                                 engine=f"{ENGINE} (ray, {args.workers} workers)")
         path = save_record(record)
         print(f"{config.algorithm}: ALMA {outcome['history'][-1]['alma']:.4f}; record {path}")

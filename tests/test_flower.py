@@ -70,3 +70,126 @@ def test_configs_of_one_simulation_must_have_the_same_number_of_clients():
     other = replace(CONFIGS[0], data=replace(DATA, num_clients=5))
     with pytest.raises(ValueError, match="same number of clients"):
         simulate_on_flower([CONFIGS[0], other])
+
+
+class ScriptedGrid:
+    """A stand-in for Flower's Grid whose nodes answer as scripted: "ok", "raise" or "silent"
+    (node 10 + k holds client k)."""
+
+    def __init__(self, script: dict):
+        self.script = script  # node id -> behaviour
+
+    def get_node_ids(self):
+        return list(self.script)
+
+    def send_and_receive(self, messages, timeout=None):
+        from types import SimpleNamespace
+
+        from flwr.app import ConfigRecord, RecordDict
+
+        replies = []
+        for message in messages:
+            node = message.metadata.dst_node_id
+            behaviour = self.script[node]
+            if behaviour == "silent":
+                continue
+            replies.append(SimpleNamespace(
+                metadata=SimpleNamespace(src_node_id=node), has_error=lambda b=behaviour: b == "raise",
+                error=SimpleNamespace(reason="ValueError: boom"),
+                content=RecordDict({"cfg": ConfigRecord({"client": node - 10})})))
+        return replies
+
+
+@pytest.fixture()
+def in_a_flower_run(monkeypatch):
+    """Flower's messages need the identity of the run they belong to."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for field in ("_run_id", "_task_id", "_node_id"):
+        monkeypatch.setattr(TaskIdentity, field, 1)
+
+
+def scripted_clients(script):
+    from fedkd_core.flower import FlowerClients
+
+    clients = FlowerClients(ScriptedGrid({10 + k: "ok" for k in range(len(script))}), CONFIGS[0], timeout=5.0)
+    clients.grid = ScriptedGrid({10 + k: behaviour for k, behaviour in enumerate(script)})
+    return clients
+
+
+def test_a_client_that_raises_stops_the_run_naming_it_and_its_error(in_a_flower_run):
+    clients = scripted_clients(["ok", "raise", "ok", "ok"])
+    with pytest.raises(RuntimeError, match=r"round 3: client 1 raised: ValueError: boom"):
+        clients._send("train.update", {k: {} for k in range(4)}, round_index=3)
+
+
+def test_a_client_that_does_not_answer_in_time_stops_the_run_naming_it(in_a_flower_run):
+    clients = scripted_clients(["ok", "ok", "silent", "silent"])
+    with pytest.raises(RuntimeError, match=r"client 2, client 3 did not answer within 5.0 s"):
+        clients._send("train.update", {k: {} for k in range(4)}, round_index=1)
+
+
+def test_nodes_must_hold_the_partition_ids_of_the_run(in_a_flower_run):
+    from fedkd_core.flower import FlowerClients
+
+    with pytest.raises(RuntimeError, match="partition-id"):
+        FlowerClients(ScriptedGrid({15 + k: "ok" for k in range(4)}), CONFIGS[0], timeout=5.0)
+
+
+def test_a_real_simulation_whose_clients_miss_the_timeout_stops_with_a_clear_error():
+    from fedkd_core.flower import simulate_on_flower
+
+    with pytest.raises(RuntimeError, match=r"did not answer within 0.001 s"):
+        simulate_on_flower(CONFIGS[:1], workers=1, timeout=0.001)
+
+
+def test_ray_that_cannot_start_is_reported_with_the_fix():
+    from fedkd_core.flower import simulate_on_flower
+
+    with pytest.raises(RuntimeError, match=r"Ray could not start .*--shm-size.*--object-store-mb"):
+        simulate_on_flower(CONFIGS[:1], workers=1, object_store_mb=10**9)  # a petabyte
+
+
+def test_clients_rebuild_the_servers_config_from_the_message():
+    from fedkd_core.flower import config_from_dict, config_json
+    from fedkd_core.results import config_hash
+    import json
+
+    for config in CONFIGS:
+        sent = json.loads(config_json(config))
+        assert config_from_dict(sent["config"]) == config and sent["key"] == config_hash(config)
+
+
+def test_the_deployment_command_sequence_on_local_supernodes_gives_the_in_process_numbers(tmp_path):
+    """flower_app/run_local.sh: a SuperLink and two SuperNodes on 127.0.0.1, then `flwr run`."""
+    import dataclasses
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from fedkd_core.experiment import simulate
+    from fedkd_core.results import config_hash
+
+    config = dataclasses.replace(CONFIGS[0], data=dataclasses.replace(DATA, num_clients=2), participation=1.0)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(dataclasses.asdict(config)))
+    with socket.socket() as probe:  # a free port for the SuperLink (the SuperNodes take the next two)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "FEDKD_RESULTS": str(tmp_path / "results"), "OMP_NUM_THREADS": "1",
+           "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
+    script = Path(__file__).resolve().parents[1] / "flower_app" / "run_local.sh"
+    done = subprocess.run([str(script), str(path), str(port), "deployed"], env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    record = json.loads((tmp_path / "results" / "deployed" / "fedavg" / f"{config_hash(config)}.json").read_text())
+    assert record["environment"]["engine"] == "flower (deployment, 2 SuperNodes)"
+    local = simulate(config, progress=False)
+    for a, b in zip(local["history"], record["history"], strict=True):
+        assert {k: a[k] for k in COMPARED} == {k: b[k] for k in COMPARED}
