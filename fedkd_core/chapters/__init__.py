@@ -15,6 +15,7 @@ from types import ModuleType
 
 CHAPTERS: dict[str, str] = {
     "setting": "fedkd_core.chapters.setting",
+    "scaling": "fedkd_core.chapters.scaling",
     "knfu": "fedkd_core.chapters.knfu",
     "fedckd": "fedkd_core.chapters.fedckd",
     "fedua": "fedkd_core.chapters.fedua",

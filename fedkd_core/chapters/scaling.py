@@ -1,0 +1,158 @@
+"""Book page "Scaling out": wall time of a round in-process and on Flower's Ray simulation.
+
+Not an experiment grid (``experiments`` is empty, so ``make book``'s sweep has nothing to do):
+the page times the same FedAvg runs on each engine. Each measurement runs ``rounds`` rounds;
+the first round of a Flower run includes each Ray worker building its replica (data split,
+initial model), so it is reported apart from the later rounds. The overhead per message is
+measured with zero local epochs (a client step then only loads its state, averages nothing and
+replies): (Flower's round − the in-process round) / messages of the round, with one worker.
+
+    python -m fedkd_core.chapters.scaling --params notebooks/params/paper/scaling.yaml
+
+writes ``results/scaling/<profile>-<cpu>.json``; the page shows every such file beside the
+measurement it makes itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+
+from ..experiment import ExperimentConfig, default_device, simulate
+from ..federation import DataConfig
+from ..report import parse_list
+from ..results import device_name, results_dir
+from ..training import TrainConfig
+
+IN_PROCESS = "in-process"
+
+
+@dataclass(frozen=True)
+class Params:
+    """The page's parameters; defaults are the smoke profile (seconds, no Flower run unless the
+    extra is installed: ``workers`` empty measures in-process only)."""
+
+    profile: str = "smoke"
+    clients: str = "4"
+    workers: str = "1"
+    rounds: int = 2
+    samples_per_client: int = 20
+    local_epochs: int = 1
+    batch_size: int = 10
+    dataset: str = "mnist"
+    model: str = "knfu_m1"
+    measure_overhead: bool = False
+
+    def __post_init__(self) -> None:
+        if self.rounds < 2:
+            raise ValueError(f"rounds must be >= 2: the first round is reported apart (got {self.rounds})")
+        for count in parse_list(self.clients, int, "clients"):
+            if count < 1:
+                raise ValueError(f"clients must all be >= 1 (got {count})")
+        for count in parse_list(self.workers, int, "workers") if self.workers else []:
+            if count < 1:
+                raise ValueError(f"workers must all be >= 1 (got {count})")
+
+
+def experiments(params: Params) -> list:
+    """Nothing for the sweep: this page measures engines, its runs are not records."""
+    return []
+
+
+def run_config(params: Params, clients: int, local_epochs: int | None = None) -> ExperimentConfig:
+    """The timed FedAvg run: ``clients`` clients of ``samples_per_client`` images, all selected,
+    evaluated every round so the history holds every round's seconds (evaluation itself is
+    outside a round's timed part)."""
+    data = DataConfig(params.dataset, num_clients=clients, samples_per_client=params.samples_per_client,
+                      local_test_size=10)
+    train = TrainConfig(epochs=params.local_epochs if local_epochs is None else local_epochs,
+                        batch_size=params.batch_size, lr=0.01, mixed_precision=False)
+    return ExperimentConfig(algorithm="fedavg", data=data, model=params.model, train=train, rounds=params.rounds,
+                            eval_every=1, global_test_size=100, seed=0)
+
+
+def time_engine(config: ExperimentConfig, workers: int | None) -> dict:
+    """Seconds of the first round, mean seconds of the later rounds, and the whole call (start-up
+    included) for ``config`` in-process (``workers`` None) or on Flower with ``workers`` Ray workers."""
+    start = time.perf_counter()
+    if workers is None:
+        outcome = simulate(config, progress=False)
+    else:
+        from ..flower import simulate_on_flower
+
+        outcome = simulate_on_flower([config], workers=workers)[0]
+    seconds = [row["seconds"] for row in outcome["history"]]
+    return {"engine": IN_PROCESS if workers is None else f"flower, {workers} worker{'s' * (workers > 1)}",
+            "clients": config.data.num_clients, "first_round_s": seconds[0],
+            "later_round_s": float(np.mean(seconds[1:])), "total_s": time.perf_counter() - start,
+            "alma": outcome["history"][-1]["alma"]}
+
+
+def measure(params: Params) -> dict:
+    """The page's table (one row per engine and client count), the overhead per message, and the
+    machine it was measured on."""
+    engines = [None, *(parse_list(params.workers, int, "workers") if params.workers else [])]
+    rows = [time_engine(run_config(params, clients), workers)
+            for clients in parse_list(params.clients, int, "clients") for workers in engines]
+    overhead = None
+    if params.measure_overhead and len(engines) > 1:
+        clients = max(parse_list(params.clients, int, "clients"))
+        idle = run_config(params, clients, local_epochs=0)
+        local, flower = time_engine(idle, None), time_engine(idle, 1)
+        messages = 2 * clients  # a download and an upload per client per round
+        overhead = {"clients": clients, "messages_per_round": messages,
+                    "in_process_round_s": local["later_round_s"], "flower_round_s": flower["later_round_s"],
+                    "seconds_per_message": (flower["later_round_s"] - local["later_round_s"]) / messages}
+    return {"profile": params.profile, "params": asdict(params), "rows": rows, "overhead": overhead,
+            "machine": machine()}
+
+
+def machine() -> dict:
+    return {"cpu": device_name(torch.device("cpu")), "cores": os.cpu_count(), "device": device_name(default_device()),
+            "torch_threads": torch.get_num_threads(), "measured": time.strftime("%Y-%m-%d")}
+
+
+def table(measurement: dict) -> pd.DataFrame:
+    """The measurement as a table: seconds per round by engine and client count."""
+    frame = pd.DataFrame(measurement["rows"])
+    return frame.rename(columns={"first_round_s": "first round (s)", "later_round_s": "later rounds (s/round)",
+                                 "total_s": "whole run incl. start-up (s)"}).drop(columns="alma")
+
+
+def saved_measurements(root=None) -> list[dict]:
+    """Every committed measurement (results/scaling/*.json), oldest first."""
+    folder = results_dir(root) / "scaling"
+    return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
+
+
+def save_measurement(measurement: dict, root=None) -> Path:
+    cpu = re.sub(r"[^a-z0-9]+", "-", measurement["machine"]["cpu"].lower()).strip("-")
+    path = results_dir(root) / "scaling" / f"{measurement['profile']}-{cpu}-{measurement['machine']['cores']}cores.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(measurement, indent=1))
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--params", type=Path, required=True, help="YAML of Params (e.g. notebooks/params/paper/scaling.yaml)")
+    args = parser.parse_args(argv)
+    params = Params(**(yaml.safe_load(args.params.read_text()) or {}))
+    measurement = measure(params)
+    print(table(measurement).to_string(index=False))
+    print("overhead:", measurement["overhead"])
+    print("written to", save_measurement(measurement))
+
+
+if __name__ == "__main__":
+    main()
