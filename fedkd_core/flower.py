@@ -29,12 +29,12 @@ is reported with the usual causes and their fixes.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import dataclasses
 import functools
 import json
+import os
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path

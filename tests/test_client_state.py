@@ -6,12 +6,10 @@ import pytest
 import torch
 
 from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
-from fedkd_core.algorithms.base import message_bytes
-from fedkd_core.experiment import _run_round, client_step, server_update
+from fedkd_core.experiment import _run_round
 from fedkd_core.federation import DataConfig, build_federated_data
 from fedkd_core.training import TrainConfig, accuracy
-
-SELECTIONS = [[0, 2], [1, 2], [0, 1]]  # participation 2 of 3, three rounds
+from separability import assert_clients_separable
 
 
 def make(algorithm: str, data):
@@ -24,45 +22,12 @@ def tiny_data():
     return build_federated_data(DataConfig("mnist", num_clients=3, samples_per_client=60, local_test_size=20), seed=0)
 
 
-def separated_run(algorithm: str, data):
-    """Server and clients apart: the server copy never runs a client step; the replica serves
-    every client and keeps nothing between calls."""
-    server, replica, states = make(algorithm, data), make(algorithm, data), {k: {} for k in range(3)}
-    traffic = []
-    for round_index, selected in enumerate(SELECTIONS, start=1):
-        server.begin_round(round_index)
-        uploads, up = {}, 0
-        for k in selected:
-            uploads[k], states[k] = client_step(replica, round_index, k, "update", server.download(k), states[k])
-            up += message_bytes(uploads[k])
-        server_update(server, uploads)
-        for k in selected:
-            reply = server.reply(k)
-            if reply is not None:
-                _, states[k] = client_step(replica, round_index, k, "finish", reply, states[k])
-        traffic.append(up)
-    return server, replica, states, traffic
-
-
 @pytest.mark.parametrize("algorithm", ["fedavg", "knfu", "fedmd", "selective_fd", "knfu_local", "fedckd", "pfedsd",
                                        "pfedme", "fedper", "lg_fedavg", "fedfomo", "fedprox", "local", "fedgmkd", "moon",
                                        "fedproto", "fpl", "fedgen", "fjord"])  # fedmd_avg needs a transfer set: its own test
 def test_clients_on_a_replica_give_the_same_run_as_one_algorithm(algorithm):
     data = tiny_data()
-    single = make(algorithm, data)
-    traffic = [_run_round(single, r, selected)["bytes_up"] for r, selected in enumerate(SELECTIONS, start=1)]
-    server, replica, states, separated_traffic = separated_run(algorithm, data)
-    assert separated_traffic == traffic
-    for k in range(3):
-        expected = single.client_state(k)
-        assert states[k].keys() == expected.keys(), k
-        assert all(torch.equal(states[k][name], expected[name]) for name in expected), k
-        server.load_client_state(k, states[k])  # evaluation: the server's state plus the client's
-        assert accuracy(server.personal_model(k), data.dataset, data.client_test[k]) == \
-            accuracy(single.personal_model(k), data.dataset, data.client_test[k])
-    if single.global_model() is not None:
-        a, b = single.global_model().state_dict(), server.global_model().state_dict()
-        assert all(torch.equal(a[n], b[n]) for n in a)
+    assert_clients_separable(lambda: make(algorithm, data), data)
 
 
 def test_a_client_state_round_trip_restores_the_personal_model():

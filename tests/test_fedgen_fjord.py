@@ -21,10 +21,11 @@ from fedkd_core.algorithms.fjord import (
     UNIFORM_5, allocate_tiers, at_width, channels_at, fjord_distillation_loss, make_ordered, ordered_average,
     slice_message, slice_shapes, tier_counts, tier_shares,
 )
-from fedkd_core.experiment import ExperimentConfig, _run_round, client_step, server_update, simulate
+from fedkd_core.experiment import ExperimentConfig, _run_round, simulate
 from fedkd_core.federation import DataConfig, build_federated_data
 from fedkd_core.models import InputShape, SplitModel, make_model
-from fedkd_core.training import TrainConfig, accuracy
+from fedkd_core.training import TrainConfig
+from separability import assert_clients_separable
 
 CIFAR = InputShape(3, 32, 10)
 
@@ -278,36 +279,13 @@ def test_fedgen_client_loss_without_generator_terms_is_cross_entropy():
 
 # --- both: separability, configs, a real run -----------------------------------------------------
 
-SELECTIONS = [[0, 2], [1, 2], [0, 1]]
-
-
 @pytest.mark.parametrize("name", ["fedgen", "fjord"])
 def test_clients_on_a_replica_give_the_same_run(name):
     """As tests/test_client_state.py: the server never runs a client step; one replica serves
     every client from the state it is handed."""
     ctx = make_ctx(model="cnn5_code32", pool=150, batch_size=20)
-    make = lambda: algorithm_class(name)(algorithm_config(name, {}), ctx)  # noqa: E731
-    single = make()
-    traffic = [_run_round(single, r, s)["bytes_up"] for r, s in enumerate(SELECTIONS, start=1)]
-    server, replica, states, separated = make(), make(), {k: {} for k in range(3)}, []
-    for round_index, selected in enumerate(SELECTIONS, start=1):
-        server.begin_round(round_index)
-        uploads = {}
-        for k in selected:
-            uploads[k], states[k] = client_step(replica, round_index, k, "update", server.download(k), states[k])
-        separated.append(sum(message_bytes(u) for u in uploads.values()))
-        server_update(server, uploads)
-    assert separated == traffic
-    for k in range(3):
-        expected = single.client_state(k)
-        assert states[k].keys() == expected.keys() and expected
-        assert all(torch.equal(states[k][n], expected[n]) for n in expected)
-        server.load_client_state(k, states[k])
-        data = ctx.data
-        assert accuracy(server.personal_model(k), data.dataset, data.client_test[k]) == \
-            accuracy(single.personal_model(k), data.dataset, data.client_test[k])
-    a, b = single.global_model().state_dict(), server.global_model().state_dict()
-    assert all(torch.equal(a[n], b[n]) for n in a)
+    assert_clients_separable(lambda: algorithm_class(name)(algorithm_config(name, {}), ctx), ctx.data,
+                             require_state=True)
 
 
 @pytest.mark.parametrize("name,params,field", [

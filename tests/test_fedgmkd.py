@@ -20,10 +20,11 @@ from fedkd_core.algorithms.base import message_bytes, parameters_message
 from fedkd_core.algorithms.fedgmkd import (
     FedGMKDConfig, GlobalKnowledge, aggregate_knowledge, class_prototypes, code_model_weights,
     discrepancy_aware_weights, eq5_prototype, fedgmkd_loss, kl_rows, relu_adjusted_weights)
-from fedkd_core.experiment import ExperimentConfig, _run_round, client_step, server_update, simulate
+from fedkd_core.experiment import ExperimentConfig, _run_round, simulate
 from fedkd_core.federation import DataConfig, build_federated_data
 from fedkd_core.models import SplitModel
-from fedkd_core.training import TrainConfig, accuracy, predict_features, train
+from fedkd_core.training import TrainConfig, predict_features, train
+from separability import assert_clients_separable
 
 # --- CKF -----------------------------------------------------------------------------------------
 
@@ -313,35 +314,13 @@ def test_model_weights_size_and_code(data, monkeypatch):
     assert captured[1] == pytest.approx(code_model_weights(counts).tolist())
 
 
-SELECTIONS = [[0, 2], [1, 2], [0, 1]]  # participation 2 of 3, three rounds (tests/test_client_state.py)
-
-
 @pytest.mark.parametrize("variant", ["paper", "code"])
 def test_clients_on_a_replica_give_the_same_run(variant):
     """Client state (the trained personal copy) is separable: every client step on one replica,
     state moved through messages, gives the single algorithm's uploads, states and accuracies."""
     data = tiny_data(40)
-    single = make(data, variant=variant)
-    traffic = [_run_round(single, r, s)["bytes_up"] for r, s in enumerate(SELECTIONS, start=1)]
-    server, replica, states = make(data, variant=variant), make(data, variant=variant), {k: {} for k in range(3)}
-    separated = []
-    for round_index, selected in enumerate(SELECTIONS, start=1):
-        server.begin_round(round_index)
-        uploads = {}
-        for k in selected:
-            uploads[k], states[k] = client_step(replica, round_index, k, "update", server.download(k), states[k])
-        server_update(server, uploads)
-        separated.append(sum(message_bytes(u) for u in uploads.values()))
-    assert separated == traffic
-    for k in range(3):
-        expected = single.client_state(k)
-        assert states[k].keys() == expected.keys() and all(torch.equal(states[k][n], expected[n]) for n in expected)
-        server.load_client_state(k, states[k])
-        assert accuracy(server.personal_model(k), data.dataset, data.client_test[k]) == \
-            accuracy(single.personal_model(k), data.dataset, data.client_test[k])
+    single, server = assert_clients_separable(lambda: make(data, variant=variant), data)
     assert torch.equal(single.knowledge.H, server.knowledge.H) and torch.equal(single.knowledge.Q, server.knowledge.Q)
-    a, b = single.global_model().state_dict(), server.global_model().state_dict()
-    assert all(torch.equal(a[n], b[n]) for n in a)
 
 
 def test_train_clips_the_gradient_norm():

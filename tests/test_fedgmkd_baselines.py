@@ -23,9 +23,10 @@ from fedkd_core.algorithms.fedproto import class_means, mean_over_holders, proto
 from fedkd_core.algorithms.fpl import (class_mean_prototypes, cluster_prototypes, finch_last_partition,
                                        fpl_alignment, fpl_server_prototypes)
 from fedkd_core.algorithms.moon import Projected, model_contrastive_loss
-from fedkd_core.experiment import ExperimentConfig, _run_round, client_step, server_update, simulate
+from fedkd_core.experiment import ExperimentConfig, _run_round, simulate
 from fedkd_core.federation import DataConfig, build_federated_data
-from fedkd_core.training import TrainConfig, accuracy, cross_entropy_loss, iterate_batches, predict, predict_features
+from fedkd_core.training import TrainConfig, cross_entropy_loss, iterate_batches, predict, predict_features
+from separability import assert_clients_separable
 
 METHODS = ("moon", "fedproto", "fpl", "fedmd_avg")
 D, C = 32, 10  # cnn5_code32's feature dimension, CIFAR-10's classes
@@ -317,34 +318,12 @@ def test_fedmd_avg_needs_a_transfer_set():
 
 # --- client state: separable from the server's (tests/test_client_state.py's pattern) ----------------
 
-SELECTIONS = [[0, 2], [1, 2], [0, 1]]  # participation 2 of 3, three rounds
-
-
 @pytest.mark.parametrize("name", METHODS)
 def test_clients_on_a_replica_give_the_same_run(name):
     """Every client step on one replica that keeps nothing (state moved through messages) gives
     the single algorithm's uploads, states, personal accuracies and global model."""
     data = tiny_data(40, transfer=40)
-    single = make(name, data)
-    traffic = [_run_round(single, r, s)["bytes_up"] for r, s in enumerate(SELECTIONS, start=1)]
-    server, replica, states = make(name, data), make(name, data), {k: {} for k in range(3)}
-    separated = []
-    for round_index, selected in enumerate(SELECTIONS, start=1):
-        server.begin_round(round_index)
-        uploads = {}
-        for k in selected:
-            uploads[k], states[k] = client_step(replica, round_index, k, "update", server.download(k), states[k])
-        server_update(server, uploads)
-        separated.append(sum(message_bytes(u) for u in uploads.values()))
-    assert separated == traffic
-    for k in range(3):
-        expected = single.client_state(k)
-        assert states[k].keys() == expected.keys() and all(torch.equal(states[k][n], expected[n]) for n in expected)
-        server.load_client_state(k, states[k])
-        assert accuracy(server.personal_model(k), data.dataset, data.client_test[k]) == \
-            accuracy(single.personal_model(k), data.dataset, data.client_test[k])
-    a, b = single.global_model().state_dict(), server.global_model().state_dict()
-    assert all(torch.equal(a[n], b[n]) for n in a)
+    single, server = assert_clients_separable(lambda: make(name, data), data)
     assert single.download(0).keys() == server.download(0).keys()
     assert all(torch.equal(t, server.download(0)[n]) for n, t in single.download(0).items())
     if name == "moon":  # the previous projection head is client state too
