@@ -20,7 +20,7 @@ import json
 import os
 import re
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +39,9 @@ IN_PROCESS = "in-process"
 
 @dataclass(frozen=True)
 class Params:
-    """The page's parameters; defaults are the smoke profile (seconds, no Flower run unless the
-    extra is installed: ``workers`` empty measures in-process only)."""
+    """The page's parameters; defaults are the smoke profile (seconds: one small Flower run).
+    ``clients`` and ``workers`` are comma-separated counts; ``workers`` empty measures in-process
+    only."""
 
     profile: str = "smoke"
     clients: str = "4"
@@ -56,12 +57,16 @@ class Params:
     def __post_init__(self) -> None:
         if self.rounds < 2:
             raise ValueError(f"rounds must be >= 2: the first round is reported apart (got {self.rounds})")
-        for count in parse_list(self.clients, int, "clients"):
-            if count < 1:
-                raise ValueError(f"clients must all be >= 1 (got {count})")
-        for count in parse_list(self.workers, int, "workers") if self.workers else []:
-            if count < 1:
-                raise ValueError(f"workers must all be >= 1 (got {count})")
+        for name, counts in (("clients", self.client_counts()), ("workers", self.worker_counts())):
+            for count in counts:
+                if count < 1:
+                    raise ValueError(f"{name} must all be >= 1 (got {count})")
+
+    def client_counts(self) -> list[int]:
+        return parse_list(self.clients, int, "clients")
+
+    def worker_counts(self) -> list[int]:
+        return parse_list(self.workers, int, "workers") if self.workers else []
 
 
 def experiments(params: Params) -> list:
@@ -101,12 +106,11 @@ def time_engine(config: ExperimentConfig, workers: int | None) -> dict:
 def measure(params: Params) -> dict:
     """The page's table (one row per engine and client count), the overhead per message, and the
     machine it was measured on."""
-    engines = [None, *(parse_list(params.workers, int, "workers") if params.workers else [])]
-    rows = [time_engine(run_config(params, clients), workers)
-            for clients in parse_list(params.clients, int, "clients") for workers in engines]
+    engines = [None, *params.worker_counts()]
+    rows = [time_engine(run_config(params, clients), workers) for clients in params.client_counts() for workers in engines]
     overhead = None
     if params.measure_overhead and len(engines) > 1:
-        clients = max(parse_list(params.clients, int, "clients"))
+        clients = max(params.client_counts())
         idle = run_config(params, clients, local_epochs=0)
         local, flower = time_engine(idle, None), time_engine(idle, 1)
         messages = 2 * clients  # a download and an upload per client per round
