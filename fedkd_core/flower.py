@@ -53,7 +53,7 @@ except ImportError as error:  # pragma: no cover - the message is the point
 from .algorithms import Context as AlgorithmContext, algorithm_class, algorithm_config
 from .experiment import ExperimentConfig, client_step, default_device, simulate
 from .federation import DataConfig, build_federated_data
-from .results import config_hash
+from .results import config_hash, outcome_record, save_record
 from .training import TrainConfig
 
 ENGINE = "flower"
@@ -188,9 +188,6 @@ class FlowerClients:
                 algorithm.drop_client_state(k)
 
     def _send(self, message_type: str, payloads: dict, round_index: int) -> dict:
-        missing = sorted(set(payloads) - set(self.node))
-        if missing:
-            raise RuntimeError(f"no Flower node holds client(s) {missing}; {len(self.node)} nodes answered")
         messages = [Message(to_record(m, round_index, self.run, self.config), dst_node_id=self.node[k],
                             message_type=message_type) for k, m in payloads.items()]
         client_of = {node: k for k, node in self.node.items()}
@@ -244,22 +241,26 @@ and writes a record for each, as ``python -m fedkd_core.flower`` does."""
 
 @serverapp.main()
 def _deployed(grid: Grid, context: Context) -> None:
-    from .results import outcome_record, save_record
-
     run_config = context.run_config
     configs = [load_config(Path(path.strip())) for path in str(run_config["configs"]).split(",")]
     timeout = float(run_config.get("timeout", DEFAULT_TIMEOUT))
     for config, (outcome, seconds) in zip(configs, run_on_grid(grid, configs, timeout)):
-        record = outcome_record(config, outcome, seconds, default_device(), str(run_config.get("profile", "custom")),
-                                engine=f"{ENGINE} (deployment, {config.data.num_clients} SuperNodes)")
-        print(f"{config.algorithm}: ALMA {outcome['history'][-1]['alma']:.4f}; record {save_record(record)}")
+        save_outcome(config, outcome, seconds, str(run_config.get("profile", "custom")),
+                     f"{ENGINE} (deployment, {config.data.num_clients} SuperNodes)")
+
+
+def save_outcome(config: ExperimentConfig, outcome: dict, seconds: float, profile: str, engine: str) -> Path:
+    """Write the record of a run that ``engine`` made (as a local run's, marked with the engine)
+    and say where it went."""
+    path = save_record(outcome_record(config, outcome, seconds, default_device(), profile, engine=engine))
+    print(f"{config.algorithm}: ALMA {outcome['history'][-1]['alma']:.4f}; record {path}")
+    return path
 
 
 def start_ray(workers: int, object_store_mb: int | None = None) -> None:
     """Start Ray for ``workers`` client processes (Flower's simulation then uses it and shuts it
     down at the end), or say why it cannot start and what usually fixes it."""
     import ray
-
 
     # Ray runs its workers at nice 15 unless told otherwise: beside any busy process at normal
     # priority (another experiment, a test) they starve (measured on 2 busy cores: importing torch
@@ -316,8 +317,6 @@ def load_config(path: Path) -> ExperimentConfig:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .results import outcome_record, save_record
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("configs", type=Path, nargs="+", help="YAML files of ExperimentConfigs (one simulation)")
     parser.add_argument("--workers", type=int, default=1, help="Ray client processes (default 1)")
@@ -330,12 +329,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--workers must be >= 1 (got {args.workers})")
     configs = [load_config(path) for path in args.configs]
     outcomes = simulate_on_flower(configs, args.workers, args.timeout, args.object_store_mb, progress=True)
-    device = default_device()
     for config, outcome in zip(configs, outcomes):
-        record = outcome_record(config, outcome, outcome["seconds"], device, args.profile,
-                                engine=f"{ENGINE} (ray, {args.workers} workers)")
-        path = save_record(record)
-        print(f"{config.algorithm}: ALMA {outcome['history'][-1]['alma']:.4f}; record {path}")
+        save_outcome(config, outcome, outcome["seconds"], args.profile, f"{ENGINE} (ray, {args.workers} workers)")
 
 
 if __name__ == "__main__":
