@@ -16,6 +16,23 @@ CONFIGS = [ExperimentConfig(algorithm=name, data=DATA, model="knfu_m1", train=TR
 COMPARED = ("round", "clients", "selected", "bytes_up", "bytes_down", "alma", "client_accuracies", "global_acc")
 
 
+def write_config(config: ExperimentConfig, path):
+    """``config`` as the YAML that ``python -m fedkd_core.flower`` and flower_app read."""
+    import dataclasses
+
+    import yaml
+
+    path.write_text(yaml.safe_dump(dataclasses.asdict(config)))
+    return path
+
+
+def child_env(tmp_path, **extra) -> dict:
+    """The environment of a command under test: its records under ``tmp_path``, one torch thread."""
+    import os
+
+    return {**os.environ, "FEDKD_RESULTS": str(tmp_path / "results"), "OMP_NUM_THREADS": "1", **extra}
+
+
 @pytest.fixture(scope="module")
 def in_process():
     return [simulate(config, progress=False) for config in CONFIGS]
@@ -37,22 +54,14 @@ def test_flower_simulation_with_one_worker_gives_the_in_process_numbers(in_proce
 
 def test_the_command_with_two_workers_writes_the_in_process_records(in_process, tmp_path):
     """`python -m fedkd_core.flower A.yaml B.yaml C.yaml --workers 2`: one simulation, a record each."""
-    import dataclasses
     import json
-    import os
     import subprocess
     import sys
 
-    import yaml
-
     from fedkd_core.results import config_hash
 
-    paths = []
-    for config in CONFIGS:
-        raw = dataclasses.asdict(config)
-        paths.append(tmp_path / f"{config.algorithm}.yaml")
-        paths[-1].write_text(yaml.safe_dump(raw))
-    env = {**os.environ, "FEDKD_RESULTS": str(tmp_path / "results"), "OMP_NUM_THREADS": "1"}
+    paths = [write_config(config, tmp_path / f"{config.algorithm}.yaml") for config in CONFIGS]
+    env = child_env(tmp_path)
     done = subprocess.run([sys.executable, "-m", "fedkd_core.flower", *map(str, paths), "--workers", "2",
                            "--profile", "flower"], env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -170,20 +179,15 @@ def test_the_deployment_command_sequence_on_local_supernodes_gives_the_in_proces
     import sys
     from pathlib import Path
 
-    import yaml
-
     from fedkd_core.experiment import simulate
     from fedkd_core.results import config_hash
 
     config = dataclasses.replace(CONFIGS[0], data=dataclasses.replace(DATA, num_clients=2), participation=1.0)
-    path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(dataclasses.asdict(config)))
+    path = write_config(config, tmp_path / "run.yaml")
     with socket.socket() as probe:  # a free port for the SuperLink (the SuperNodes take the next two)
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "FEDKD_RESULTS": str(tmp_path / "results"), "OMP_NUM_THREADS": "1",
-           "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
+    env = child_env(tmp_path, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
     script = Path(__file__).resolve().parents[1] / "flower_app" / "run_local.sh"
     done = subprocess.run([str(script), str(path), str(port), "deployed"], env=env, capture_output=True, text=True,
                           timeout=900)
