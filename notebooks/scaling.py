@@ -87,7 +87,7 @@ display(report.parameters_table(params))
 # experiment (data split, initial model); "later rounds" is the steady state. The whole run adds
 # Ray's and Flower's start-up.
 
-# %% tags=["remove-stderr"]
+# %% tags=["hide-input", "remove-stderr"]
 measured = scaling.measure(params)
 machine = measured["machine"]
 display(Markdown(f"Measured on **{machine['cpu']}**, {machine['cores']} cores, {machine['measured']}; "
