@@ -48,12 +48,25 @@ def results_dir(root: str | os.PathLike | None = None) -> Path:
 EXECUTION_SETTINGS = (("train", "mixed_precision"),)
 
 
+# Fields added to a config after records were made, with the value that reproduces the runs made
+# before them. At that value the key leaves the field out, so every committed record keeps its key;
+# any other value is a different run with its own key. (section, name): value.
+ADDED_FIELDS = {
+    ("train", "drop_last"): False,
+    ("algorithm_params", "personal"): "global",
+}
+
+
 def outcome_fields(config: dict) -> dict:
-    """A copy of a (resolved or stored) config without its :data:`EXECUTION_SETTINGS`: what decides
-    the run's outcome."""
+    """A copy of a (resolved or stored) config without its :data:`EXECUTION_SETTINGS`, and without
+    the :data:`ADDED_FIELDS` that hold their original value: what decides the run's outcome."""
     fields = json.loads(json.dumps(config))  # a deep copy that is plain JSON data
     for section, name in EXECUTION_SETTINGS:
         fields.get(section, {}).pop(name, None)
+    for (section, name), original in ADDED_FIELDS.items():
+        section_fields = fields.get(section, {})
+        if name in section_fields and section_fields[name] == original:
+            del section_fields[name]
     return fields
 
 

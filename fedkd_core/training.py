@@ -32,6 +32,9 @@ class TrainConfig:
     True / False to force it (see :mod:`fedkd_core.precision`).
     augment: "none" or "crop_flip" (random 4-pixel-padded crop + horizontal flip of the
     training batches; never applied to test or transfer data).
+    drop_last: skip an epoch's last, incomplete batch (PyTorch's DataLoader option). A model
+    with batch normalisation cannot train on a batch of one, which a client whose data size is
+    one more than a multiple of the batch size would otherwise meet.
     """
 
     epochs: int = 1
@@ -42,6 +45,7 @@ class TrainConfig:
     optimizer: str = "sgd"
     mixed_precision: bool | str = "auto"
     augment: str = "none"
+    drop_last: bool = False
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -72,8 +76,10 @@ def iterate_batches(
     generator: torch.Generator | None = None,
     split: str = "train",
     augment: str = "none",
+    drop_last: bool = False,
 ) -> Iterator[Batch]:
-    """Batches over ``indices`` of ``split``; shuffled when a ``generator`` is given.
+    """Batches over ``indices`` of ``split``; shuffled when a ``generator`` is given; without
+    the last, incomplete one when ``drop_last``.
 
     Everything happens on ``device``: the dataset is resident there (normalised once), the
     epoch's order (and augmentation draws) are moved there once, and each batch is a gather.
@@ -86,7 +92,8 @@ def iterate_batches(
     draws = transform.draw(len(index), generator).to(device) if transform is not None else None
     rows_of_epoch = index[order].to(device, non_blocking=True)
     order = order.to(device, non_blocking=True)
-    for start in range(0, len(index), batch_size):
+    end = len(index) - len(index) % batch_size if drop_last else len(index)
+    for start in range(0, end, batch_size):
         rows = rows_of_epoch[start:start + batch_size]
         images = data.images[rows]
         if transform is not None:
@@ -142,7 +149,7 @@ def train(
     total, steps = torch.zeros((), device=device), 0
     for _ in range(config.epochs if epochs is None else epochs):
         for batch in iterate_batches(dataset, indices, config.batch_size, device=device, generator=generator,
-                                     augment=config.augment if augment else "none"):
+                                     augment=config.augment if augment else "none", drop_last=config.drop_last):
             with autocast(device, bf16):
                 loss = loss_fn(model, batch)
             optimizer.zero_grad(set_to_none=True)

@@ -41,3 +41,28 @@ def test_a_client_state_round_trip_restores_the_personal_model():
     assert method.client_state(1) == {}
     method.load_client_state(1, state)
     assert accuracy(method.personal_model(1), data.dataset, data.client_test[1]) == before
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "fedprox"])
+def test_personal_trained_scores_each_client_with_its_trained_copy(algorithm):
+    """FedGMKD's released code scores every method's local accuracy with the client's model right
+    after local training; ``personal="trained"`` keeps that copy as the client's state."""
+    data = tiny_data()
+    train = TrainConfig(batch_size=20, mixed_precision=False)
+
+    def make_trained():
+        ctx = Context(data=data, model_name="knfu_m1", train=train, device=torch.device("cpu"), seed=0)
+        return algorithm_class(algorithm)(algorithm_config(algorithm, {"personal": "trained"}), ctx)
+
+    single, _ = assert_clients_separable(make_trained, data, require_state=True)
+    default = make(algorithm, data)
+    for r, selected in enumerate([[0, 2], [1, 2], [0, 1]], start=1):
+        _run_round(default, r, selected)
+    for k in range(3):
+        assert default.personal_model(k) is default.global_model()
+        assert single.personal_model(k) is not single.global_model()
+    # the global models agree: the option changes only what a client is scored with
+    a, b = single.global_model().state_dict(), default.global_model().state_dict()
+    assert all(torch.equal(a[n], b[n]) for n in a)
+    with pytest.raises(ValueError, match="personal"):
+        algorithm_config(algorithm, {"personal": "best"})

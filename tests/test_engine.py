@@ -55,6 +55,20 @@ def test_precision_is_not_part_of_a_records_key():
     assert config_hash(ExperimentConfig(train=TrainConfig(lr=0.5))) != config_hash(base)
 
 
+def test_fields_added_later_keep_old_records_keys_at_their_original_value():
+    """drop_last (TrainConfig) and FedAvg's / FedProx's ``personal`` came after committed records:
+    at the value that reproduces those runs the key is the one computed without the field."""
+    for algorithm in ("fedavg", "fedprox"):
+        base = ExperimentConfig(algorithm=algorithm)
+        resolved = base.resolved()
+        without = json.loads(json.dumps(resolved))
+        del without["train"]["drop_last"], without["algorithm_params"]["personal"]
+        assert key_of(resolved) == key_of(without) == config_hash(base)
+        trained = ExperimentConfig(algorithm=algorithm, algorithm_params={"personal": "trained"})
+        dropping = ExperimentConfig(algorithm=algorithm, train=TrainConfig(drop_last=True))
+        assert len({config_hash(base), config_hash(trained), config_hash(dropping)}) == 3
+
+
 # --- device-resident batches ---------------------------------------------------------------------
 
 def test_resident_batches_are_the_per_batch_normalised_images_in_channels_last():
@@ -70,6 +84,15 @@ def test_resident_batches_are_the_per_batch_normalised_images_in_channels_last()
     assert batches[0].x.is_contiguous(memory_format=torch.channels_last)
     assert torch.equal(torch.cat([b.position for b in batches]), order)
     assert torch.equal(torch.cat([b.y for b in batches]), dataset.y_train[torch.as_tensor(indices)[order]])
+
+
+def test_drop_last_skips_only_the_incomplete_last_batch():
+    dataset = load_dataset("mnist")
+    indices = np.arange(9)
+    sizes = [len(b.y) for b in iterate_batches(dataset, indices, 4, device=CPU, drop_last=True)]
+    assert sizes == [4, 4]
+    assert [len(b.y) for b in iterate_batches(dataset, indices[:8], 4, device=CPU, drop_last=True)] == [4, 4]
+    assert [len(b.y) for b in iterate_batches(dataset, indices, 4, device=CPU)] == [4, 4, 1]
 
 
 def test_resident_copy_is_made_once_per_device():

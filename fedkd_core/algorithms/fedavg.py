@@ -4,25 +4,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from ..aggregate import weighted_average
 from ..training import train
 from .base import Algorithm, Message, parameters_message
+from .from_global import PERSONAL_MODEL, check_choice, frozen_copy
 
 
 @dataclass(frozen=True)
 class FedAvgConfig:
-    pass
+    """``personal``: the model a client is scored with (local accuracy). "global": the global
+    model, FedAvg's own reading; "trained": the client's copy right after its local training,
+    as FedGMKD's released code scores every method (a client not yet trained: the global model).
+    """
+
+    personal: str = "global"
+
+    def __post_init__(self) -> None:
+        check_choice(self.personal, PERSONAL_MODEL, "personal")
 
 
 class FedAvg(Algorithm):
-    """The personal model of every client is the global model."""
+    """The personal model of every client is the global model (or its trained copy, ``personal``)."""
 
     Config = FedAvgConfig
+    CLIENT_STATE = ("trained",)
 
     def __init__(self, config: FedAvgConfig, ctx):
         super().__init__(config, ctx)
         self.model = ctx.new_model()
         self.worker = ctx.new_model()
+        self.trained: dict[int, torch.nn.Module] = {}
 
     def download(self, client: int) -> Message:
         return parameters_message(self.model)
@@ -31,6 +44,8 @@ class FedAvg(Algorithm):
         self.worker.load_state_dict(message)
         train(self.worker, self.ctx.data.dataset, self.ctx.data.client_train[client],
               self.ctx.train, generator=self.generator(client))
+        if self.config.personal == "trained":
+            self.trained[client] = frozen_copy(self.worker)
         return parameters_message(self.worker)
 
     def server_update(self, uploads: dict[int, Message]) -> None:
@@ -39,7 +54,7 @@ class FedAvg(Algorithm):
         self.model.load_state_dict(weighted_average([uploads[k] for k in clients], weights))
 
     def personal_model(self, client: int):
-        return self.model
+        return self.trained.get(client, self.model)
 
     def global_model(self):
         return self.model

@@ -96,8 +96,10 @@ class TransferBatches:
     def __next__(self) -> Batch:
         batch = next(self.batches, None)
         if batch is None:
-            self.batches = iterate_batches(self.ctx.data.dataset, self.ctx.data.transfer, self.batch_size,
-                                           device=self.ctx.device, generator=self.generator, split="train")
+            transfer = self.ctx.data.transfer
+            drop_last = self.ctx.train.drop_last and len(transfer) >= self.batch_size
+            self.batches = iterate_batches(self.ctx.data.dataset, transfer, self.batch_size, device=self.ctx.device,
+                                           generator=self.generator, split="train", drop_last=drop_last)
             batch = next(self.batches)
         return batch
 

@@ -13,15 +13,19 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from .from_global import FromGlobal
+from .from_global import PERSONAL_MODEL, FromGlobal, check_choice
 
 
 @dataclass(frozen=True)
 class FedProxConfig:
+    """``personal``: the model a client is scored with, as in :class:`~.fedavg.FedAvgConfig`."""
+
     mu: float = 0.01
     aggregation: str = "size"
+    personal: str = "global"
 
     def __post_init__(self) -> None:
+        check_choice(self.personal, PERSONAL_MODEL, "personal")
         if self.mu < 0:
             raise ValueError(f"mu must be >= 0 (got {self.mu})")
 
@@ -33,7 +37,10 @@ def proximal_term(model: torch.nn.Module, anchor: list[torch.Tensor], mu: float)
 
 class FedProx(FromGlobal):
     Config = FedProxConfig
-    personalised = False
+
+    @property
+    def personalised(self) -> bool:
+        return self.config.personal == "trained"
 
     def local_loss(self, client, global_model):
         anchor = [p.detach() for p in global_model.parameters()]

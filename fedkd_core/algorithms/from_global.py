@@ -24,6 +24,10 @@ AGGREGATION_WEIGHTS = {
     "uniform": lambda sizes: [1.0] * len(sizes),
 }
 
+# What a non-personalised method (FedAvg, FedProx) scores a client with: the global model, or the
+# client's copy right after its local training (FedGMKD's released code scores every method so).
+PERSONAL_MODEL = ("global", "trained")
+
 # What a client that has never trained is evaluated with: the current global model (what it
 # would start from when first selected) or the untrained initial model.
 UNTRAINED_CLIENT_MODEL = ("global", "initial")
@@ -47,8 +51,8 @@ class FromGlobal(Algorithm):
 
     ``personalised = True`` keeps each client's trained model as its personal model (pFedSD,
     FedCKD); otherwise the personal model is the global model (FedProx). The config must have
-    ``aggregation`` (a key of :data:`AGGREGATION_WEIGHTS`) and, when personalised,
-    ``untrained_client`` (one of :data:`UNTRAINED_CLIENT_MODEL`).
+    ``aggregation`` (a key of :data:`AGGREGATION_WEIGHTS`) and may have ``untrained_client`` (one
+    of :data:`UNTRAINED_CLIENT_MODEL`; without it, "global").
     """
 
     personalised = True
@@ -89,7 +93,7 @@ class FromGlobal(Algorithm):
             return self.model
         if client in self.personal:
             return self.personal[client]
-        if self.config.untrained_client == "initial":
+        if getattr(self.config, "untrained_client", "global") == "initial":
             return self.ctx.initial_model
         return self.model
 

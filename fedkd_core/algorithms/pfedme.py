@@ -84,7 +84,7 @@ class PFedMe(Algorithm):
         for _ in range(train_config.epochs):
             for batch in iterate_batches(self.ctx.data.dataset, self.ctx.data.client_train[client],
                                          train_config.batch_size, device=device, generator=generator,
-                                         augment=train_config.augment):
+                                         augment=train_config.augment, drop_last=train_config.drop_last):
                 for _ in range(c.inner_steps):
                     theta_model.zero_grad(set_to_none=False)
                     with autocast(device, bf16):
