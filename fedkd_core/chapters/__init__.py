@@ -19,6 +19,7 @@ CHAPTERS: dict[str, str] = {
     "knfu": "fedkd_core.chapters.knfu",
     "fedckd": "fedkd_core.chapters.fedckd",
     "fedua": "fedkd_core.chapters.fedua",
+    "fedgmkd": "fedkd_core.chapters.fedgmkd",
 }
 
 

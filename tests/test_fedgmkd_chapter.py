@@ -1,0 +1,165 @@
+"""The FedGMKD chapter: its grid, the paper's tables as data, the tables and claims built from
+records, the prototype identity on real features, and its parameters through papermill."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from fedkd_core.algorithms import algorithm_config
+from fedkd_core.chapters import fedgmkd as chapter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_reduced_yaml_is_the_reduced_profile():
+    path = ROOT / "notebooks" / "params" / "reduced" / "fedgmkd.yaml"
+    assert chapter.Params(**yaml.safe_load(path.read_text())) == chapter.REDUCED_PROFILE
+
+
+@pytest.mark.parametrize("profile", ["quick", "paper"])
+def test_profiles_load_and_run_the_reduced_method(profile):
+    params = chapter.Params(**yaml.safe_load((ROOT / "notebooks" / "params" / profile / "fedgmkd.yaml").read_text()))
+    expected = [] if profile == "quick" else ["model"]  # the paper profile trains ResNet-18
+    assert chapter.method_differences(params) == expected
+
+
+def test_reduced_grid_is_table_1_once_per_seed_with_one_split_per_column():
+    configs = chapter.experiments(chapter.REDUCED_PROFILE)
+    cells = [chapter.cell_of(c) + (c.seed,) for c in configs]
+    assert len(configs) == len(set(cells)) == 10 * 3 * 3
+    assert {cell[0] for cell in cells} == set(chapter.PAPER_METHODS) | {"fedgmkd_code"}
+    assert [c.seed for c in configs] == sorted(c.seed for c in configs)  # seed-major: a stopped sweep has whole seeds
+    for count in (10, 20, 50):  # every method of a column sees the same clients (FedMD's transfer set included)
+        column = {repr(c.data) for c in configs if c.data.num_clients == count}
+        assert len(column) == 1
+        config = next(c for c in configs if c.data.num_clients == count)
+        assert config.data.pool_size == 500 * count and config.data.transfer_size == 500
+    assert all(c.train.optimizer == "adam" and c.train.lr == 1e-3 and c.train.batch_size == 64 for c in configs)
+
+
+def test_every_row_is_recognised_from_its_config_and_from_its_stored_json():
+    params = chapter.Params(methods=",".join(chapter.METHODS))
+    for key in chapter.METHODS:
+        config = chapter.run_config(params, key, 10, 0)
+        assert chapter.cell_of(config)[0] == key
+        stored = SimpleNamespace(config=json.loads(json.dumps(config.resolved())))  # as a record stores it
+        assert chapter.cell_of(stored)[0] == key
+    # a FedAvg scored with the global model, or a FedGMKD with another DAT, is none of the rows
+    assert chapter.method_key("fedavg", {"personal": "global"}) is None
+    other = dict(vars(algorithm_config("fedgmkd", {"dat_a": 0.5})))
+    assert chapter.method_key("fedgmkd", other) is None
+
+
+def test_table5_and_ablation_grids():
+    params = chapter.Params(methods="fedavg,fedgmkd,only_ckf,only_dat", clients="4,6", ablation_alphas="0.2,5",
+                            table5="0.06:0,0:0.06")
+    cells = [chapter.cell_of(c) for c in chapter.experiments(params)]
+    assert ("fedgmkd", 4, 0.5, 0.06, 0.0) in cells and ("fedgmkd", 4, 0.5, 0.0, 0.06) in cells
+    assert ("only_dat", 4, 0.2, 0.0, 0.0) in cells and ("fedavg", 4, 5.0, None, None) in cells
+    assert not any(cell[1] == 6 and cell[2] != 0.5 for cell in cells)  # ablations run at the first count only
+    assert chapter.parse_pairs("") == []
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"methods": "fedavg,fedbe"}, "methods must be among"),
+    ({"clients": "10,1"}, "clients must all be >= 2"),
+    ({"table5": "0.06-0.02"}, "lambda:gamma"),
+    ({"ablation_alphas": "0.2,-1"}, "must be > 0"),
+    ({"methods": "fedmd", "transfer_size": 0}, "transfer_size must be >= 1"),
+    ({"model": "resnet1000"}, "model must be one of"),
+])
+def test_bad_chapter_parameters_are_clear_errors(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        chapter.Params(**overrides)
+
+
+def test_paper_tables_hold_the_transcribed_numbers():
+    table1 = chapter.paper_table1()
+    assert len(table1) == 54
+    cell = table1.set_index(["method", "clients", "metric"])["mean"]
+    assert cell[("fedgmkd", 50, "global")] == 60.31 and cell[("fedavg", 10, "local")] == 55.75
+    # the notes' ratios of FedGMKD's time to FedAvg's: 2.54 (CIFAR-10), 1.86 (SVHN), 2.84 (CIFAR-100)
+    times = chapter.paper_times().set_index(["dataset", "method"]).ratio
+    assert [round(times[(d, "fedgmkd")], 2) for d in ("CIFAR-10", "SVHN", "CIFAR-100")] == [2.54, 1.86, 2.84]
+    assert len(chapter.paper_table5()) == 22 and len(chapter.paper_table6()) == 12 and len(chapter.paper_table3()) == 16
+
+
+def test_claims_on_the_papers_own_tables():
+    claims = chapter.claims(pd.concat([chapter.paper_table1(), chapter.paper_table6()[lambda f: f.method == "hk_dat"]]))
+    counts = {row.claim: (row["holds in"], row["of cells"]) for _, row in claims.iterrows()}
+    assert counts["FedGMKD has the best local accuracy of Table 1's methods (those run)"] == (3, 3)
+    assert counts["FedGMKD has the best global accuracy of Table 1's methods (those run)"] == (3, 3)
+    assert counts["GMM prototypes beat mean prototypes (FedGMKD > HK + DAT)"] == (6, 6)
+    ablation = chapter.ablation_claims(chapter.paper_table3()).set_index("claim")
+    # the paper's own Table 3: only DAT beats the full method in global accuracy at beta 0.2
+    assert tuple(ablation.loc["CKF helps (FedGMKD > only DAT)"]) == (3, 4)
+    assert tuple(ablation.loc["DAT helps (FedGMKD > only CKF)"]) == (4, 4)
+
+
+def test_a_claim_is_only_tested_where_every_method_has_a_value():
+    table = pd.DataFrame({"method": ["fedgmkd", "fedavg", "fedgmkd", "fedavg", "fedprox"],
+                          "clients": [10, 10, 20, 20, 20], "metric": ["local"] * 5, "mean": [60.0, 55.0, 50.0, 52.0, 49.0]})
+    counts = chapter.claims(table).set_index("claim")
+    assert tuple(counts.loc["FedGMKD has the best local accuracy of Table 1's methods (those run)"]) == (0, 1)
+    assert tuple(counts.loc["FedGMKD beats FedAvg"]) == (1, 2)
+
+
+def record(method: str, history: list[dict], seed: int = 0, profile: str = "smoke") -> SimpleNamespace:
+    config = chapter.run_config(chapter.Params(methods=method), method, 10, seed)
+    return SimpleNamespace(config=config.resolved(), history=history, profile=profile, environment={"precision": "fp32"})
+
+
+def rounds(local: list[float], global_: list[float], seconds: float = 10.0) -> list[dict]:
+    return [{"round": r + 1, "alma": a, "global_acc": g, "seconds": seconds, "clients": 10,
+             "bytes_up": 1e6 * 10, "bytes_down": 2e6 * 10} for r, (a, g) in enumerate(zip(local, global_))]
+
+
+def test_summary_takes_the_mean_of_the_last_rounds_and_time_per_client_round():
+    runs = [record("fedavg", rounds([0.1, 0.2, 0.3, 0.4], [0.0, 0.1, 0.2, 0.3], seconds=10.0)),
+            record("fedgmkd", rounds([0.5, 0.5, 0.6, 0.7], [0.3, 0.3, 0.3, 0.6], seconds=25.0))]
+    frame = chapter.summary(runs, last=2)
+    fedavg, fedgmkd = frame.iloc[0], frame.iloc[1]
+    assert fedavg.local == pytest.approx(0.35) and fedavg["global"] == pytest.approx(0.25)
+    assert fedgmkd.local == pytest.approx(0.65) and fedgmkd["global"] == pytest.approx(0.45)
+    assert fedavg.seconds_per_client_round == pytest.approx(1.0) and fedavg.upload_mb == pytest.approx(1.0)
+    ratios = chapter.time_ratios(frame).set_index("method").ratio
+    assert ratios["fedgmkd"] == pytest.approx(2.5) and ratios["fedavg"] == 1.0
+    long = chapter.long_accuracies(frame)
+    assert len(long) == 4 and set(long.metric) == {"local", "global"}
+
+
+def test_only_runs_of_the_reduced_method_stand_in_for_cells():
+    same = chapter.Params(methods="fedavg,fedgmkd", clients="10", batch_size=64, max_components=6)
+    assert chapter.method_differences(same) == []
+    covered = [SimpleNamespace(config=chapter.run_config(same, "fedavg", 10, 0).resolved())]
+    assert chapter.experiments_to_run(same, covered) == chapter.experiments(same)[1:]
+    other = replace(same, lr=0.01)
+    assert chapter.method_differences(other) == ["lr"]
+    assert chapter.experiments_to_run(other, covered) == chapter.experiments(other)
+    assert chapter.experiments_to_run(replace(same, reuse_reduced=False), covered) == chapter.experiments(same)
+
+
+def test_prototype_identity_on_real_features():
+    """On a trained cnn5_code32's features of real CIFAR-10 images: the paper's Eq. 5 prototype is
+    the class mean, and the released code's prototype is zero."""
+    table = chapter.prototype_identity(chapter.Params(max_components=3), epochs=1)
+    assert len(table) >= 5 and (table["images"] > 0).all()
+    assert (table["‖Eq. 5 − class mean‖"] < 1e-4 * table["‖class mean‖"]).all()
+    assert (table["‖code prototype‖"] < 1e-6).all()
+    assert (table["‖class mean‖"] > 1e-2).all()
+
+
+def test_a_bad_parameter_through_papermill_is_one_clear_error(tmp_path):
+    import papermill
+
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        papermill.execute_notebook(str(ROOT / "notebooks" / "fedgmkd.ipynb"), str(tmp_path / "out.ipynb"),
+                                   parameters={"methods": "fedavg,fedgmkdd"}, progress_bar=False)
+    assert error.value.ename == "ValueError"
+    assert "methods must be among" in error.value.evalue
