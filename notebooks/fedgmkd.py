@@ -263,14 +263,15 @@ for dataset, reason in chapter.DATASET_REASON.items():
 # Absolute seconds depend on the hardware (the paper: two A100s), so the comparison is the ratio
 # to FedAvg on the same machine. Ours: wall-clock seconds of a round (all clients' training and
 # knowledge extraction and the server's work, evaluation excluded) divided by the number of
-# clients, mean over rounds and seeds.
+# clients, mean over rounds and seeds, for the runs of Table 1. Our clients run one after another
+# on one thread, so a round's time is the sum of its clients' times.
 
 # %% tags=["hide-input"]
 paper_times = chapter.paper_times()
 cost = paper_times[paper_times.dataset == "CIFAR-10"][["method", "seconds", "ratio"]].rename(
     columns={"seconds": "paper s", "ratio": "paper ratio"})
 if len(ours):
-    for (profile, count), group in chapter.time_ratios(ours).groupby(["profile", "clients"]):
+    for (profile, count), group in chapter.time_ratios(chapter.table1_rows(ours, params.alpha)).groupby(["profile", "clients"]):
         cost = cost.merge(group[["method", "seconds_per_client_round", "ratio"]].rename(
             columns={"seconds_per_client_round": f"{profile}, {count} clients: s", "ratio": f"{profile}, {count} clients: ratio"}),
             on="method", how="outer")
@@ -394,7 +395,7 @@ for profile in sorted(set(table1_ours.profile) | set(table3_ours.profile)):
         lines.append(f"**{word}** — {row.claim}: true in {row['holds in']} of {row['of cells']} cells of profile "
                      f"{profile}{paper_text}.")
 if len(ours):
-    ratios = chapter.time_ratios(ours)
+    ratios = chapter.time_ratios(chapter.table1_rows(ours, params.alpha))
     paper_ratio = paper_times[(paper_times.dataset == "CIFAR-10") & (paper_times.method == "fedgmkd")].ratio.iloc[0]
     for (profile, count), group in ratios[ratios.method == "fedgmkd"].groupby(["profile", "clients"]):
         lines.append(f"Cost: FedGMKD takes {group.ratio.iloc[0]:.2f}× FedAvg's time per client-round at {count} clients "
