@@ -282,10 +282,12 @@ display(cost.assign(method=cost.method.map(LABELS)).set_index("method").round(3)
 # %% [markdown]
 # ## Table 6: mean prototypes with DAT vs FedGMKD
 #
-# The paper's Table 6 credits the GMM prototypes with 1–2.5 points over FedHKD's mean
+# The paper's Table 6 credits the GMM prototypes with 0.8–2.5 points over FedHKD's mean
 # "hyper-knowledge" aggregated with DAT. By the identity above, the paper's own Eq. 5 cannot
-# produce that difference; the released code's prototypes (zero) could, by removing the feature
-# term's target. Here: FedGMKD (Eq. 5), HK + DAT (class means, same DAT) and FedGMKD (code).
+# produce that difference: the two runs differ only by EM's tolerance in the prototypes. The
+# released code's prototypes (zero) could, since they turn the feature term into a pull of every
+# feature towards the origin. Here: FedGMKD (Eq. 5), HK + DAT (class means, the same DAT) and
+# FedGMKD (code).
 
 # %% tags=["hide-input"]
 table6_ours = table1_ours[table1_ours.method.isin(["fedgmkd", "hk_dat", "fedgmkd_code"])] if len(table1_ours) else table1_ours
