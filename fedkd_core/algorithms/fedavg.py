@@ -44,7 +44,7 @@ class FedAvg(Algorithm):
         self.worker.load_state_dict(message)
         train(self.worker, self.ctx.data.dataset, self.ctx.data.client_train[client],
               self.ctx.train, generator=self.generator(client))
-        if self.config.personal == "trained":
+        if getattr(self.config, "personal", "global") == "trained":  # subclasses (FedDF, FedUA) have no such field
             self.trained[client] = frozen_copy(self.worker)
         return parameters_message(self.worker)
 
