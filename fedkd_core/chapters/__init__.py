@@ -20,6 +20,7 @@ CHAPTERS: dict[str, str] = {
     "fedckd": "fedkd_core.chapters.fedckd",
     "fedua": "fedkd_core.chapters.fedua",
     "fedgmkd": "fedkd_core.chapters.fedgmkd",
+    "claims": "fedkd_core.chapters.ledger",
 }
 
 

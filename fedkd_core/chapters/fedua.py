@@ -420,3 +420,21 @@ def history_frame(records) -> pd.DataFrame:
                            "mean_max_weight": row.get("mean_max_weight"),
                            "bytes_up": row["bytes_up"], "bytes_down": row["bytes_down"], "clients": row["clients"]})
     return pd.DataFrame(frames)
+
+
+# --- the claims ledger ----------------------------------------------------------------------------
+
+def ledger_rows(root=None) -> pd.DataFrame:
+    """FedUA's claims for the book's Claims page, from the committed reduced-profile records."""
+    from ..report import mean_std
+    from .ledger import claim_rows, evidence
+
+    records = reduced_profile_records(root)
+    ours = None
+    if records:
+        frame = summary(records)
+        ours = claims(mean_std(table2_rows(frame), ["partition", "algorithm"], "global_acc"),
+                      mean_std(table1_rows(frame), ["selection", "ratio"], "global_acc"),
+                      mean_std(table3_rows(frame), ["participation", "algorithm"], "global_acc"))
+    return claim_rows("FedUA", "fedua.html#verdict", claims(paper_table2(), paper_table1(), paper_table3()), ours,
+                      evidence(records))

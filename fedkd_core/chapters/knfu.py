@@ -408,3 +408,21 @@ def verdict(ours: pd.DataFrame, paper: pd.DataFrame) -> list[str]:
         rho = np.corrcoef(merged["mean_paper"], merged["mean_ours"])[0, 1]
         lines.append(f"Across cells and methods, our ALMA correlates with the paper's at r = {rho:.2f}.")
     return lines
+
+
+# --- the claims ledger ----------------------------------------------------------------------------
+
+def ledger_rows(root=None) -> pd.DataFrame:
+    """KnFu's claims for the book's Claims page: counted on the committed paper-profile records
+    and, over the same cells, on the paper's Tables 1-2."""
+    from ..report import mean_std
+    from .ledger import claim_rows, evidence
+
+    records = paper_profile_records(root)
+    paper = pd.concat([paper_table1(), paper_table2()], ignore_index=True)
+    ours = None
+    if records:
+        ours = mean_std(final_table(records), ["dataset", "alpha", "size", "algorithm"], "alma")
+        paper = paper.merge(ours[["dataset", "alpha", "size"]].drop_duplicates(), on=["dataset", "alpha", "size"])
+    return claim_rows("KnFu", "knfu.html#the-paper-s-claims-counted-on-its-numbers-and-on-ours", claims(paper),
+                      claims(ours) if ours is not None else None, evidence(records))

@@ -1,0 +1,97 @@
+"""The claims ledger: every chapter's claims, counted alike on the paper's tables and on the
+committed records (paper or reduced profile), one row per claim.
+
+A chapter joins the ledger by defining ``ledger_rows() -> pd.DataFrame`` (columns :data:`COLUMNS`),
+built with :func:`claim_rows` from two claim-count frames (claim, holds in, of cells) that the
+chapter's own ``claims`` function computes on the paper's numbers and on ours, and with
+:func:`untestable` for claims whose data are not offline. Nothing here runs an experiment: the
+ledger reads records, so it says "no committed records" until a sweep has committed them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+
+import pandas as pd
+
+from ..report import verdict_word
+
+COLUMNS = ["chapter", "claim", "paper's tables", "ours", "evidence", "verdict", "section"]
+NO_RECORDS = "no committed records"
+UNTESTABLE = "not testable offline"
+
+
+def counts_text(holds, cells) -> str:
+    return "—" if pd.isna(cells) or not cells else f"{int(holds)} of {int(cells)} cells"
+
+
+def evidence(records, profile_label: str | None = None) -> str:
+    """"profile reduced: 90 runs, 3 seeds, 15 rounds" for the records a claim rests on."""
+    if not records:
+        return NO_RECORDS
+    by_profile: dict[str, list] = {}
+    for record in records:
+        by_profile.setdefault(profile_label or record.profile, []).append(record)
+    return "; ".join(f"profile {p}: {len(rs)} runs, {len({r.config['seed'] for r in rs})} seed(s), "
+                     f"{max(r.config['rounds'] for r in rs)} rounds" for p, rs in sorted(by_profile.items()))
+
+
+def claim_rows(chapter: str, section: str, paper: pd.DataFrame, ours: pd.DataFrame | None, evidence_text: str) -> pd.DataFrame:
+    """One row per claim of ``paper`` or ``ours`` (both: claim, holds in, of cells). The verdict
+    is computed from ours; a claim we have no cells for reads :data:`NO_RECORDS`."""
+    names = {"holds in": "holds", "of cells": "cells"}
+    theirs = paper.rename(columns={"holds in": "paper_holds", "of cells": "paper_cells"})
+    mine = (ours if ours is not None else pd.DataFrame(columns=["claim", "holds in", "of cells"])).rename(columns=names)
+    merged = theirs.merge(mine, on="claim", how="outer", sort=False)
+    rows = []
+    for _, row in merged.iterrows():
+        tested = not pd.isna(row.cells) and row.cells > 0
+        rows.append({"chapter": chapter, "claim": row.claim, "paper's tables": counts_text(row.paper_holds, row.paper_cells),
+                     "ours": counts_text(row.holds, row.cells), "evidence": evidence_text if tested else NO_RECORDS,
+                     "verdict": verdict_word(int(row.holds), int(row.cells)) if tested else NO_RECORDS,
+                     "section": section})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def untestable(chapter: str, claim: str, reason: str, section: str) -> pd.DataFrame:
+    return pd.DataFrame([{"chapter": chapter, "claim": claim, "paper's tables": "reported", "ours": "—",
+                          "evidence": reason, "verdict": UNTESTABLE, "section": section}], columns=COLUMNS)
+
+
+def ledger() -> pd.DataFrame:
+    """Every chapter's ``ledger_rows()``, in the book's chapter order."""
+    from . import CHAPTERS, chapter_module
+
+    frames = [chapter_module(name).ledger_rows() for name in CHAPTERS
+              if hasattr(chapter_module(name), "ledger_rows")]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+
+
+# --- the Claims page as a chapter of the book (it runs nothing) -----------------------------------
+
+@dataclass(frozen=True)
+class Params:
+    """The Claims page reads committed records only; ``profile`` just names the build."""
+
+    profile: str = "smoke"
+
+
+def experiments(params: Params) -> list:
+    return []
+
+
+def verdict_counts(table: pd.DataFrame) -> pd.DataFrame:
+    """How many claims of each chapter got each verdict."""
+    return table.pivot_table(index="chapter", columns="verdict", values="claim", aggfunc="count", fill_value=0,
+                             sort=False)
+
+
+def linked_table(table: pd.DataFrame) -> str:
+    """The ledger as an HTML table whose claims link to the chapter sections that compute them
+    (all text escaped: claims contain characters such as '|' and '>')."""
+    linked = table.assign(claim=[f'<a href="./{escape(section)}">{escape(claim)}</a>'
+                                 for claim, section in zip(table.claim, table.section)])
+    for column in linked.columns.drop(["claim", "section"]):
+        linked[column] = linked[column].map(lambda value: escape(str(value)))
+    return linked.drop(columns="section").to_html(index=False, escape=False, classes="ledger")

@@ -1,0 +1,61 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Claims: what holds up
+#
+# Every claim the four papers make about their tables, judged from the records this book has
+# committed (the paper profile for KnFu, the reduced profiles for FedUA and FedGMKD), never from a
+# number typed into a page. Each claim is counted the same way on the paper's own table and on
+# ours, by the function its chapter uses: a claim about $n$ cells **holds** when it is true in
+# all $n$ of ours, **partly** when in some, **does not hold** when in none. Claims whose data are
+# not available offline say so, and claims of a chapter without committed records say that.
+#
+# | | |
+# |---|---|
+# | **Sources** | `fedkd_core.chapters.<chapter>.ledger_rows()`, gathered by `fedkd_core.chapters.ledger.ledger()` |
+# | **Records** | `results/paper/` and `results/reduced/`, as committed by the sweeps (`python -m fedkd_core.sweep <chapter> --params notebooks/params/<profile>/<chapter>.yaml`) |
+# | **Not yet here** | the robustness of each claim to the choices the papers leave open (optimiser, learning rate, thresholds, KL direction, ...): its variant grids are the next step |
+
+# %% tags=["parameters", "remove-input"]
+profile = "smoke"
+
+# %% tags=["remove-input"]
+from IPython.display import HTML, Markdown, display
+
+from fedkd_core import report
+from fedkd_core.chapters import ledger, notebook_params
+
+params = notebook_params(ledger.Params, globals())
+display(report.parameters_table(params))
+
+# %% [markdown]
+# ## Every claim
+#
+# "paper's tables": in how many of the paper's cells the claim is true (for KnFu, over the cells
+# we ran); "ours": the same count on our records; "evidence": the profile, runs, seeds and rounds
+# behind ours. The link leads to the section of the chapter that computes the claim.
+
+# %% tags=["hide-input"]
+table = ledger.ledger()
+display(HTML(ledger.linked_table(table)))
+
+# %% [markdown]
+# ## Verdicts per chapter
+
+# %% tags=["hide-input"]
+display(ledger.verdict_counts(table))
+judged = table[~table.verdict.isin([ledger.NO_RECORDS, ledger.UNTESTABLE])]
+display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committed records: "
+                 + ", ".join(f"{n} {word}" for word, n in judged.verdict.value_counts().items()) + "."
+                 if len(judged) else "No claim is judged yet: no chapter has committed records."))

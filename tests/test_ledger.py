@@ -1,0 +1,59 @@
+"""The claims ledger: verdicts computed from claim counts, every chapter present, links that
+point at the chapters, text that survives HTML."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from fedkd_core.chapters import fedckd, ledger
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def counts(rows: list[tuple[str, int, int]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["claim", "holds in", "of cells"])
+
+
+def test_claim_rows_judge_from_our_counts_and_mark_what_is_missing():
+    paper = counts([("A > B", 3, 3), ("C > D", 2, 2), ("E > F", 1, 1)])
+    ours = counts([("A > B", 3, 3), ("C > D", 1, 2), ("E > F", 0, 4)])
+    rows = ledger.claim_rows("X", "x.html#verdict", paper, ours, "profile reduced: 3 runs").set_index("claim")
+    assert list(rows.verdict) == ["holds", "partly", "does not hold"]
+    assert rows.loc["C > D", "ours"] == "1 of 2 cells" and rows.loc["C > D", "paper's tables"] == "2 of 2 cells"
+    missing = ledger.claim_rows("X", "x.html", paper, None, "")
+    assert set(missing.verdict) == {ledger.NO_RECORDS} and set(missing.ours) == {"—"}
+    # a claim we count on zero cells is not judged
+    empty = ledger.claim_rows("X", "x.html", paper.head(1), counts([("A > B", 0, 0)]), "profile quick")
+    assert empty.verdict.iloc[0] == ledger.NO_RECORDS
+
+
+def test_fedckd_claims_on_hand_made_means_and_on_the_papers_tables():
+    means = pd.DataFrame({"dataset": ["d"] * 4 + ["e"] * 4, "setting": ["practical"] * 8, "clients": [20] * 8,
+                          "algorithm": ["fedavg", "fedprox", "pfedsd", "fedckd"] * 2,
+                          "mean": [50, 51, 70, 71, 50, 52, 72, 51.5]})
+    table = fedckd.claims(means).set_index("claim")
+    assert tuple(table.loc["FedCKD > pFedSD"]) == (1, 2)
+    assert tuple(table.loc["FedCKD best of the methods run"]) == (1, 2)
+    assert tuple(table.loc["every personalised method beats FedAvg and FedProx"]) == (1, 2)
+    paper = fedckd.claims(fedckd.paper_accuracy_tables()).set_index("claim")
+    assert tuple(paper.loc["FedCKD > pFedSD"]) == (12, 12)  # Tables I-II: FedCKD above pFedSD everywhere
+
+
+def test_the_ledger_has_every_chapter_and_links_to_existing_pages():
+    table = ledger.ledger()
+    assert list(dict.fromkeys(table.chapter)) == ["KnFu", "FedCKD", "FedUA", "FedGMKD"]
+    verdicts = {"holds", "partly", "does not hold", ledger.NO_RECORDS, ledger.UNTESTABLE}
+    assert set(table.verdict) <= verdicts
+    for section in table.section:
+        page, anchor = section.split("#")
+        assert (ROOT / "notebooks" / page.replace(".html", ".py")).exists(), section
+        assert anchor
+    judged = table[table.verdict.isin(["holds", "partly", "does not hold"])]
+    assert all(text.startswith("profile ") for text in judged.evidence)
+
+
+def test_linked_table_escapes_the_claims_text():
+    table = ledger.claim_rows("X", "x.html#v", counts([("Local ≥ sharing at largest |D_n| <", 1, 1)]), None, "")
+    html = ledger.linked_table(table)
+    assert '<a href="./x.html#v">Local ≥ sharing at largest |D_n| &lt;</a>' in html
+    assert html.count("<td>") == 6  # one row of six cells: the '|' did not split anything
