@@ -2,6 +2,7 @@
 
     python -m fedkd_core.sweep CHAPTER --params notebooks/params/paper/CHAPTER.yaml [--workers N]
     python -m fedkd_core.sweep CHAPTER --params ... --dry-run      # done / claimed / left
+    python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness
 
 Records go to ``<results>/<profile>/<algorithm>/<key>.json`` (see fedkd_core.results); stop it
 at any time and run the same command again to continue where it stopped. ``--workers N`` starts
@@ -28,6 +29,7 @@ from tqdm import tqdm
 
 from . import claims
 from .chapters import chapter_module, experiments_to_run
+from .chapters.robustness import experiments as robustness_grid
 from .results import config_hash, load_record, results_dir, run_experiment
 
 
@@ -39,9 +41,15 @@ def describe(config) -> str:
             f"{data.num_clients} clients{size} seed={config.seed}")
 
 
-def load_grid(chapter: str, params_file: Path):
+def load_grid(chapter: str, params_file: Path, robustness: bool = False):
+    """The profile's params and its runs: the chapter's grid, or with ``robustness`` the grid of
+    every variant of ``ROBUSTNESS`` around those params (fedkd_core.chapters.robustness)."""
     module = chapter_module(chapter)
     params = module.Params(**(yaml.safe_load(Path(params_file).read_text()) or {}))
+    if robustness:
+        if not hasattr(module, "ROBUSTNESS"):
+            raise SystemExit(f"chapter {chapter!r} has no robustness variants (ROBUSTNESS)")
+        return params, robustness_grid(module, params)
     return params, experiments_to_run(module, params)
 
 
@@ -61,14 +69,15 @@ def status(configs, profile: str) -> dict[str, list]:
     return split
 
 
-def work(chapter: str, params_file: Path, limit: int | None, report, parent: int | None = None) -> None:
+def work(chapter: str, params_file: Path, limit: int | None, report, parent: int | None = None,
+         robustness: bool = False) -> None:
     """Claim and run what is left of the grid, in grid order, until nothing is left.
 
     ``report(kind, text)`` is told of every finished run ("done") and failure ("error"). A worker
     started by a sweep (``parent``: its process id) stops before its next run once that sweep has
     gone, however it was stopped (even by SIGKILL), instead of running on unseen.
     """
-    params, configs = load_grid(chapter, params_file)
+    params, configs = load_grid(chapter, params_file, robustness)
     root, ran = results_dir(), 0
     for config in configs:
         if limit is not None and ran >= limit:
@@ -94,18 +103,20 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
             claims.release(claim)
 
 
-def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, queue, parent: int) -> None:
+def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, queue, parent: int,
+            robustness: bool = False) -> None:
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(threads)
-    work(chapter, params_file, limit, lambda kind, text: queue.put((kind, text)), parent)
+    work(chapter, params_file, limit, lambda kind, text: queue.put((kind, text)), parent, robustness)
 
 
-def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None, total: int) -> int:
+def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None, total: int,
+                robustness: bool = False) -> int:
     """Start ``workers`` processes on the grid; show their progress; the number of failures."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     threads = max(1, (os.cpu_count() or 1) // workers)
-    processes = [context.Process(target=_worker, args=(chapter, params_file, limit, threads, queue, os.getpid()),
+    processes = [context.Process(target=_worker, args=(chapter, params_file, limit, threads, queue, os.getpid(), robustness),
                                  daemon=True)
                  for _ in range(workers)]
     for process in processes:
@@ -151,12 +162,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1, help="processes claiming runs (default 1)")
     parser.add_argument("--dry-run", action="store_true", help="count done / claimed / left, run nothing")
     parser.add_argument("--limit", type=int, default=None, help="each worker runs at most this many new runs")
+    parser.add_argument("--robustness", action="store_true",
+                        help="run the chapter's robustness variants around the profile (ROBUSTNESS)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # `kill` runs the clean-up
     if args.workers < 1:
         parser.error(f"--workers must be >= 1 (got {args.workers})")
 
-    params, configs = load_grid(args.chapter, args.params)
+    params, configs = load_grid(args.chapter, args.params, args.robustness)
     split = status(configs, params.profile)
     print(f"{args.chapter} ({params.profile}): {len(configs)} runs: {len(split['done'])} done, "
           f"{len(split['claimed'])} claimed by running workers, {len(split['left'])} left")
@@ -167,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     if not split["left"]:
         return
     start = time.perf_counter()
-    failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]))
+    failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]), args.robustness)
     print(f"finished in {time.perf_counter() - start:.0f} s" + (f", {failures} failure(s)" if failures else ""))
     held = status(configs, params.profile)["claimed"]
     if held:

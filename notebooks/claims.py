@@ -25,12 +25,13 @@
 # |---|---|
 # | **Sources** | `fedkd_core.chapters.<chapter>.ledger_rows()`, gathered by `fedkd_core.chapters.ledger.ledger()` |
 # | **Records** | `results/paper/` and `results/reduced/`, as committed by the sweeps (`python -m fedkd_core.sweep <chapter> --params notebooks/params/<profile>/<chapter>.yaml`) |
-# | **Not yet here** | the robustness of each claim to the choices the papers leave open (optimiser, learning rate, thresholds, KL direction, ...): its variant grids are the next step |
+# | **Robustness** | for the claims a chapter reruns over the choices its paper leaves open (`ROBUSTNESS` in the chapter's module: optimiser, learning rate, rounds, thresholds, ...), in how many of those variants the claim holds in every cell; KnFu's grid is defined and being swept, the other chapters' grids are still to come |
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
 
 # %% tags=["remove-input"]
+import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from fedkd_core import report
@@ -44,7 +45,9 @@ display(report.parameters_table(params))
 #
 # "paper's tables": in how many of the paper's cells the claim is true (for KnFu, over the cells
 # we ran); "ours": the same count on our records; "evidence": the profile, runs, seeds and rounds
-# behind ours. The link leads to the section of the chapter that computes the claim.
+# behind ours; "robustness": in how many variants of the unstated choices the claim holds in every
+# cell (variants whose runs are all committed). The link leads to the section of the chapter that
+# computes the claim.
 
 # %% tags=["hide-input"]
 table = ledger.ledger()
@@ -59,3 +62,22 @@ judged = table[~table.verdict.isin([ledger.NO_RECORDS, ledger.UNTESTABLE])]
 display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committed records: "
                  + ", ".join(f"{n} {word}" for word, n in judged.verdict.value_counts().items()) + "."
                  if len(judged) else "No claim is judged yet: no chapter has committed records."))
+
+# %% [markdown]
+# ## Robustness: the variants, claim by claim
+#
+# Per variant of the choices a paper leaves open: in how many cells each claim holds (mean over
+# seeds), the mean effect in points (e.g. KnFu's ALMA minus FedMD's) and its spread over seeds.
+# A variant that changes none of a claim's methods is not listed for it.
+
+# %% tags=["hide-input"]
+from fedkd_core.chapters import chapter_module, robustness  # noqa: E402
+
+for name in ("knfu",):
+    module = chapter_module(name)
+    variants = pd.DataFrame([(v.name, ", ".join(f"{k} = {x}" for k, x in v.overrides.items()) or "—", v.why)
+                             for v in module.ROBUSTNESS], columns=["variant", "changes", "why"])
+    display(Markdown(f"**{name}**: {len(variants)} variants around `notebooks/params/robustness/{name}.yaml`"))
+    display(variants)
+    table = robustness.claim_table(module, module.ROBUSTNESS_BASE)
+    display(table.round(2) if len(table) else Markdown("No variant has records yet."))

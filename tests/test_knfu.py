@@ -123,6 +123,11 @@ def test_selective_ensemble_and_entropy_filter():
     assert math.isclose(float(entropy(torch.tensor([0.5, 0.5]))), math.log(2))
     # Threshold 0.5 * ln 2: the confident row passes, the uniform one is dropped.
     assert server_selection(ensemble[:2], 0.5).tolist() == [True, False]
+    # Threshold 1 is no filter (the official code has none), also for a uniform row that float
+    # rounding puts a hair above ln C.
+    above = torch.full((1, 10), 0.1, dtype=torch.float32)
+    assert server_selection(ensemble[:2], 1.0).tolist() == [True, True]
+    assert server_selection(above, 1.0).tolist() == [True]
 
 
 def test_distillation_loss_is_ce_plus_lambda_squared_kl():

@@ -91,7 +91,11 @@ def entropy(probabilities: torch.Tensor) -> torch.Tensor:
 
 
 def server_selection(ensemble: torch.Tensor, threshold: float) -> torch.Tensor:
-    """Keep samples whose ensemble entropy is at most ``threshold`` * ln C (ambiguity filter)."""
+    """Keep samples whose ensemble entropy is at most ``threshold`` * ln C (ambiguity filter).
+    A threshold of 1 or more keeps every sample: the filter is off, as in the official code,
+    which has no server-side selector (a uniform row computed in float can exceed ln C)."""
+    if threshold >= 1:
+        return torch.ones(ensemble.shape[0], dtype=torch.bool, device=ensemble.device)
     return entropy(ensemble) <= threshold * math.log(ensemble.shape[-1])
 
 
@@ -102,7 +106,8 @@ class SelectiveFDConfig(TransferKDConfig):
     as in the code); aux_samples: uniform auxiliary samples (code: 250); fit_fraction: share of
     the local data the estimator is fitted on (the rest sets the quartile); quantile: the
     acceptance threshold (code: first quartile); entropy_threshold: server-side filter, a fraction
-    of ln C (not given by the source; 0.5)."""
+    of ln C (not given by the source: the official code has no server-side selector; 0.5 is our
+    reading of the paper, 1 turns the filter off)."""
 
     kernel_width: float = 5.0
     kulsif_lambda: float | None = None

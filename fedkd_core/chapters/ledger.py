@@ -60,12 +60,27 @@ def untestable(chapter: str, claim: str, reason: str, section: str) -> pd.DataFr
 
 
 def ledger() -> pd.DataFrame:
-    """Every chapter's ``ledger_rows()``, in the book's chapter order."""
+    """Every chapter's ``ledger_rows()``, in the book's chapter order, with the robustness of each
+    claim where its chapter has variants (:func:`robustness_column`)."""
     from . import CHAPTERS, chapter_module
 
-    frames = [chapter_module(name).ledger_rows() for name in CHAPTERS
-              if hasattr(chapter_module(name), "ledger_rows")]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    modules = [chapter_module(name) for name in CHAPTERS]
+    frames = [robustness_column(module, module.ledger_rows()) for module in modules if hasattr(module, "ledger_rows")]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS + ["robustness"])
+
+
+def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with a "robustness" column: "holds in k of V variants run (N planned)" for claims
+    the chapter's robustness grid covers (complete variants only), "—" for the others."""
+    from .robustness import claim_table, variant_counts
+
+    text = {}
+    if hasattr(module, "ROBUSTNESS"):
+        counts = variant_counts(claim_table(module, module.ROBUSTNESS_BASE))
+        planned = len(module.ROBUSTNESS)
+        text = {row.claim: f"holds in {row['variants holding']} of {row['variants']} variants run ({planned} planned)"
+                for _, row in counts.iterrows()}
+    return rows.assign(robustness=[text.get(claim, "—") for claim in rows.claim])
 
 
 # --- the Claims page as a chapter of the book (it runs nothing) -----------------------------------

@@ -1,0 +1,107 @@
+"""Robustness of a chapter's claims to the choices its paper leaves open.
+
+A chapter that takes part defines, as data:
+
+* ``ROBUSTNESS``: a tuple of :class:`Variant` — each a name, the ``Params`` fields it changes from
+  the base (the profile YAML the sweep is given) and why that value is a fair alternative. The
+  first variant is the chapter's own reading (no overrides).
+* ``claim_effects(records) -> pd.DataFrame``: per (cell, seed) one column per claim holding the
+  claim's effect (e.g. KnFu's ALMA minus FedMD's), positive where the claim is true.
+
+The grid of all variants runs through the resumable sweep
+(``python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness``);
+variants that leave a method's config unchanged reuse its records, since a record's key is its
+config. :func:`claim_table` then says, per claim and variant, in how many cells the claim holds
+(mean effect over seeds > 0), the mean effect and its spread over seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    overrides: dict = field(default_factory=dict)
+    why: str = ""
+
+
+def variant_params(base, variant: Variant):
+    """``base`` with the variant's fields replaced (a bad field name is a TypeError naming it)."""
+    return dataclasses.replace(base, **variant.overrides)
+
+
+def experiments(module: ModuleType, base) -> list:
+    """Every run of every variant once, variant by variant (the chapter's reading first)."""
+    unique = {}
+    for variant in module.ROBUSTNESS:
+        for config in module.experiments(variant_params(base, variant)):
+            unique.setdefault(repr(config), config)
+    return list(unique.values())
+
+
+def variant_records(module: ModuleType, base, variant: Variant, root=None) -> list:
+    """The stored records of one variant's grid (nothing is run)."""
+    from ..results import load_record
+
+    found = [load_record(config, root) for config in module.experiments(variant_params(base, variant))]
+    return [record for record in found if record is not None]
+
+
+def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], scale: float = 100.0) -> pd.DataFrame:
+    """From per-(cell, seed) effects (columns ``cell_keys`` + "seed" + one per claim): per claim,
+    the cells where it holds (mean over seeds > 0), the mean effect and the spread over seeds
+    (std of the per-seed mean over cells), in points."""
+    rows = []
+    for claim in effects.columns.drop(cell_keys + ["seed"]):
+        values = effects[cell_keys + ["seed", claim]].dropna()
+        if not len(values):
+            continue
+        per_cell = values.groupby(cell_keys)[claim].mean()
+        per_seed = values.groupby("seed")[claim].mean()
+        rows.append({"claim": claim, "holds in": int((per_cell > 0).sum()), "of cells": len(per_cell),
+                     "effect": float(values[claim].mean() * scale),
+                     "seed spread": float(per_seed.std(ddof=0) * scale), "seeds": int(values.seed.nunique())})
+    return pd.DataFrame(rows, columns=["claim", "holds in", "of cells", "effect", "seed spread", "seeds"])
+
+
+def claim_table(module: ModuleType, base, root=None) -> pd.DataFrame:
+    """Per variant and claim: holds in / of cells, effect, seed spread, and whether the variant's
+    grid is complete. Variants without records are left out, and so is a claim that a variant
+    leaves exactly as the chapter's reading has it (the variant changes none of its methods,
+    e.g. Selective-FD's threshold for "KnFu > FedMD")."""
+    frames = []
+    for variant in module.ROBUSTNESS:
+        records = variant_records(module, base, variant, root)
+        if not records:
+            continue
+        effects = module.claim_effects(records)
+        cell_keys = [c for c in effects.columns if c in module.EFFECT_CELL_KEYS]
+        expected = len(module.experiments(variant_params(base, variant)))
+        frames.append(summarise_effects(effects, cell_keys).assign(variant=variant.name, runs=len(records),
+                                                                   complete=len(records) == expected))
+    columns = ["variant", "claim", "holds in", "of cells", "effect", "seed spread", "seeds", "runs", "complete"]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    table = pd.concat(frames, ignore_index=True)[columns]
+    reading = table[table.variant == module.ROBUSTNESS[0].name].set_index("claim")
+    unchanged = [row.variant != module.ROBUSTNESS[0].name and row.claim in reading.index
+                 and (row.effect, row["seed spread"]) == (reading.loc[row.claim, "effect"], reading.loc[row.claim, "seed spread"])
+                 for _, row in table.iterrows()]
+    return table[~pd.Series(unchanged, index=table.index)].reset_index(drop=True)
+
+
+def variant_counts(table: pd.DataFrame) -> pd.DataFrame:
+    """Per claim: in how many variants it holds in every cell, of the variants whose grid is
+    complete (a variant still being swept does not count yet)."""
+    complete = table[table.complete.astype(bool)] if len(table) else table
+    if not len(complete):
+        return pd.DataFrame(columns=["claim", "variants holding", "variants"])
+    whole = complete.assign(holds=complete["holds in"] == complete["of cells"])
+    grouped = whole.groupby("claim", sort=False)
+    return pd.DataFrame({"variants holding": grouped.holds.sum().astype(int), "variants": grouped.size()}).reset_index()
