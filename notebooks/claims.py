@@ -71,9 +71,9 @@ display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committe
 # A variant that changes none of a claim's methods is not listed for it.
 
 # %% tags=["hide-input"]
-from fedkd_core.chapters import chapter_module, robustness  # noqa: E402
+from fedkd_core.chapters import CHAPTERS, chapter_module, robustness  # noqa: E402
 
-for name in ("knfu",):
+for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
     module = chapter_module(name)
     variants = pd.DataFrame([(v.name, ", ".join(f"{k} = {x}" for k, x in v.overrides.items()) or "—", v.why)
                              for v in module.ROBUSTNESS], columns=["variant", "changes", "why"])
