@@ -70,6 +70,10 @@ sensitivity_alphas = "0.01,0.1,1.0"
 sensitivity_participations = "0.2,0.6,1.0"
 sensitivity_models = "resnet8,mobilenet_v2"
 forgetting_rounds = 2
+kl_direction = "teacher_student"
+scale_t2 = True
+first_round = "global_only"
+gamma = 0.99
 
 # %% tags=["remove-input"]
 from dataclasses import fields, replace

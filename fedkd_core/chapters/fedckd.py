@@ -94,8 +94,14 @@ class Params:
     sensitivity_participations: str = "0.2,0.6,1.0"
     sensitivity_models: str = "resnet8,mobilenet_v2"
     forgetting_rounds: int = 2
+    # the choices the paper leaves open (fedkd_core.algorithms.fedckd; the robustness grid varies them)
+    kl_direction: str = "teacher_student"  # pFedSD and FedCKD
+    scale_t2: bool = True  # pFedSD and FedCKD
+    first_round: str = "global_only"  # FedCKD
+    gamma: float = 0.99  # FedCKD's annealing
 
     def __post_init__(self) -> None:
+        algorithm_config("fedckd", algorithm_params(self, "fedckd"))  # kl_direction, first_round, gamma
         _names(self.datasets, MODEL_FOR, "datasets")
         _names(self.settings, SETTINGS, "settings")
         _names(self.algorithms, METHOD_NAMES, "algorithms")
@@ -125,8 +131,12 @@ class Params:
 
 
 def algorithm_params(params: Params, algorithm: str) -> dict:
-    """Only the parameters that differ from each method's defaults (FedProx's μ)."""
-    return {"mu": params.fedprox_mu} if algorithm == "fedprox" else {}
+    """The chapter's settings as each method's Config takes them: FedProx's μ; the KL's direction
+    and τ² scaling for pFedSD and FedCKD; FedCKD's first-round rule and annealing γ."""
+    distillation = {"kl_direction": params.kl_direction, "scale_t2": params.scale_t2}
+    by_method = {"fedprox": {"mu": params.fedprox_mu}, "pfedsd": distillation,
+                 "fedckd": {**distillation, "first_round": params.first_round, "gamma": params.gamma}}
+    return by_method.get(algorithm, {})
 
 
 def data_config(params: Params, dataset: str, setting: str, clients: int, alpha: float | None = None) -> DataConfig:
@@ -160,13 +170,14 @@ def main_grid(params: Params) -> list[ExperimentConfig]:
 
 
 def annealing_grid(params: Params) -> list[ExperimentConfig]:
-    """Table IV: FedCKD with annealing (γ = 0.99) and without (γ = 1), practical, first scenario."""
+    """Table IV: FedCKD with annealing (γ = ``params.gamma``, paper 0.99) and without (γ = 1),
+    practical, first scenario."""
     scenario = parse_scenarios(params.scenarios)[0]
     return [
         run_config(params, "fedckd", data_config(params, dataset, "practical", scenario.clients), scenario, seed,
                    extra={"gamma": gamma})
         for dataset in _names(params.annealing_datasets, MODEL_FOR, "annealing_datasets", allow_empty=True)
-        for gamma in (algorithm_config("fedckd", {}).gamma, 1.0)
+        for gamma in (params.gamma, 1.0)
         for seed in range(params.seeds)
     ]
 
