@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from fedkd_core.chapters import knfu
+from fedkd_core.chapters import fedckd, knfu
 from fedkd_core.chapters import robustness as rb
 from fedkd_core.results import config_hash
 from fedkd_core.sweep import load_grid
@@ -75,7 +75,8 @@ def test_variant_counts_use_complete_variants_only():
 
 def fake_record(config, alma: float) -> SimpleNamespace:
     stored = json.loads(json.dumps(config.resolved()))
-    return SimpleNamespace(config=stored, final={"alma": alma}, profile="robustness", environment={"precision": "fp32"})
+    return SimpleNamespace(config=stored, final={"alma": alma, "client_acc_std": 0.0}, history=[{"alma": alma}],
+                           client_accuracies=[], profile="robustness", environment={"precision": "fp32"})
 
 
 def test_knfu_claim_effects_are_differences_of_alma_per_cell_and_seed():
@@ -86,3 +87,27 @@ def test_knfu_claim_effects_are_differences_of_alma_per_cell_and_seed():
     assert effects["KnFu > FedMD"] == pytest.approx(0.05)
     assert effects["KnFu > Selective-FD"] == pytest.approx(0.02)
     assert effects["Local ≥ every sharing method"] == pytest.approx(-0.01)
+
+
+@pytest.mark.parametrize("profile, constant", [("reduced", "REDUCED_PROFILE"), ("robustness", "ROBUSTNESS_BASE")])
+def test_fedckd_yamls_are_the_chapters_profiles(profile, constant):
+    path = ROOT / "notebooks" / "params" / profile / "fedckd.yaml"
+    assert fedckd.Params(**yaml.safe_load(path.read_text())) == getattr(fedckd, constant)
+
+
+def test_fedckd_reduced_profile_keeps_the_papers_setting():
+    params = fedckd.REDUCED_PROFILE
+    configs = fedckd.experiments(params)
+    assert {c.algorithm for c in configs} == set(fedckd.METHODS)
+    assert all(c.data.num_clients == 20 and c.participation == 1.0 and c.train.epochs == 5 and c.train.batch_size == 64
+               and c.train.optimizer == "sgd" and c.train.lr == 0.01 and c.train.momentum == 0.9 for c in configs)
+    assert len(configs) == 8 * 2 * 3 + 3  # + Table IV's gamma = 1 runs
+
+
+def test_fedckd_claim_effects_pair_runs_by_cell_and_seed():
+    params = replace(fedckd.ROBUSTNESS_BASE, settings="practical", seeds=1)
+    alma = {("pfedsd", None): 0.90, ("fedckd", 0.99): 0.93, ("fedckd", 1.0): 0.94}
+    records = [fake_record(c, alma[(c.algorithm, c.algorithm_params.get("gamma"))]) for c in fedckd.experiments(params)]
+    effects = fedckd.claim_effects(records).iloc[0]
+    assert effects["FedCKD > pFedSD"] == pytest.approx(0.03)
+    assert effects["annealing helps (γ < 1 > γ = 1)"] == pytest.approx(-0.01)
