@@ -53,6 +53,35 @@ def mean_std(frame: pd.DataFrame, by: list[str], value: str, scale: float = 100.
     return out.reset_index()
 
 
+def mean_std_per_profile(frame: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
+    """:func:`mean_std` of ``value`` per group, one block per profile (methods are compared only
+    within a profile), with the rounds behind each row ("10", or "10+15" where they differ)."""
+    blocks = []
+    for _, group in frame.groupby("profile"):
+        table = mean_std(group, by, value)
+        rounds = group.groupby(by, sort=False)["rounds"].agg(lambda r: "+".join(str(v) for v in sorted(set(r))))
+        blocks.append(table.merge(rounds.rename("rounds").reset_index(), on=by, how="left"))
+    blocks = [b for b in blocks if len(b)]
+    return pd.concat(blocks, ignore_index=True) if blocks else pd.DataFrame(columns=by + ["mean", "std", "n", "profile", "rounds"])
+
+
+def show_comparison(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str], title: str, names: dict,
+                    digits: int = 1) -> pd.DataFrame:
+    """Display, under ``title``, the paper's cells beside ours from :func:`mean_std_per_profile`
+    (the cells we ran, with the rounds behind them; ``names`` relabels values for display) and
+    return the whole comparison."""
+    from IPython.display import Markdown, display
+
+    table = compare_with_paper(ours, paper, keys, digits)
+    if len(ours):
+        table = table.merge(ours[keys + ["profile", "rounds"]], on=keys + ["profile"], how="left")
+    ran = table[table.seeds > 0]
+    display(Markdown(f"**{title}** — {len(ran[keys].drop_duplicates())} of {len(paper)} cells run"))
+    if len(ran):
+        display(styled_comparison(ran.replace(names).reset_index(drop=True), digits))
+    return table
+
+
 def pm(mean: float, std: float, digits: int = 1) -> str:
     if mean is None or np.isnan(mean):
         return "—"

@@ -213,30 +213,15 @@ KEYS = ["method", "clients", "metric"]
 
 
 def per_profile(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Mean ± std over seeds per cell and profile, with the rounds behind each row."""
-    if not len(frame):
-        return pd.DataFrame(columns=keys + ["mean", "std", "n", "profile", "rounds"])
-    long = chapter.long_accuracies(frame)
-    blocks = []
-    for _, group in long.groupby("profile"):
-        table = report.mean_std(group, keys, "value")
-        rounds = group.groupby(keys, sort=False)["rounds"].max()
-        blocks.append(table.assign(rounds=[rounds.get(tuple(k)) for k in table[keys].itertuples(index=False)]))
-    return pd.concat(blocks, ignore_index=True)
+    """Local and global accuracy of ``frame``'s runs: mean ± std over seeds per cell and profile."""
+    return report.mean_std_per_profile(chapter.long_accuracies(frame), keys, "value")
 
 
 def show(ours_table: pd.DataFrame, paper: pd.DataFrame, keys: list[str], title: str) -> pd.DataFrame:
-    table = report.compare_with_paper(ours_table, paper, keys, digits=2)
-    if len(ours_table):
-        table = table.merge(ours_table[keys + ["profile", "rounds"]], on=keys + ["profile"], how="left")
-    ran = table[table.seeds > 0]
-    display(Markdown(f"**{title}** — {len(ran[keys].drop_duplicates())} of {len(paper)} cells run"))
-    if len(ran):
-        display(report.styled_comparison(ran.replace({"method": LABELS}).reset_index(drop=True), digits=2))
-    return table
+    return report.show_comparison(ours_table, paper, keys, title, {"method": LABELS}, digits=2)
 
 
-table1_ours = per_profile(chapter.table1_rows(ours, params.alpha), KEYS) if len(ours) else per_profile(ours, KEYS)
+table1_ours = per_profile(chapter.table1_rows(ours, params.alpha), KEYS)
 paper1 = chapter.paper_table1()
 table1 = show(table1_ours, paper1, KEYS, f"Table 1 — CIFAR-10, Dir({params.alpha})")
 if len(table1_ours):
@@ -309,9 +294,7 @@ if len(table6_ours):
 
 # %% tags=["hide-input"]
 KEYS3 = ["method", "alpha", "metric"]
-ablation = ours[(ours.clients == params.client_counts()[0]) & ours.method.isin(chapter.TABLE3_METHODS)
-                & (ours.lam.isna() | (ours.method == "only_dat") | ((ours.lam == 0.06) & (ours.gamma == 0.06)))]
-table3_ours = per_profile(ablation, KEYS3)
+table3_ours = per_profile(chapter.table3_rows(ours, params.client_counts()[0]), KEYS3)
 table3 = show(table3_ours, chapter.paper_table3(), KEYS3,
               f"Table 3 — CIFAR-10, {params.client_counts()[0]} clients (paper: unstated, 10 assumed)")
 if len(table3_ours):

@@ -211,32 +211,8 @@ print(f"{len(runs)} runs of this profile ({params.profile}), {len(reduced_record
 KEYS_T2, KEYS_T3, KEYS_T1 = ["partition", "algorithm"], ["participation", "algorithm"], ["selection", "ratio"]
 
 
-def with_rounds(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    table = report.mean_std(frame, by, "global_acc")
-    rounds = frame.groupby(by, sort=False)["rounds"].agg(lambda r: "+".join(str(v) for v in sorted(set(r))))
-    return table.assign(rounds=[rounds.get(tuple(k)) for k in table[by].itertuples(index=False)])
-
-
-def per_profile(rows_of, by: list[str]) -> pd.DataFrame:
-    """Mean ± std over seeds of the runs ``rows_of`` picks, one block per profile."""
-    blocks = [with_rounds(rows_of(group), by) for _, group in ours.groupby("profile")]
-    blocks = [b for b in blocks if len(b)]
-    return pd.concat(blocks, ignore_index=True) if blocks else pd.DataFrame(columns=by + ["mean", "std", "n", "profile"])
-
-
-def show(ours_table: pd.DataFrame, paper: pd.DataFrame, by: list[str], title: str, names: dict) -> pd.DataFrame:
-    table = report.compare_with_paper(ours_table, paper, by)
-    if len(ours_table):
-        table = table.merge(ours_table[by + ["profile", "rounds"]], on=by + ["profile"], how="left")
-    ran = table[table.seeds > 0]
-    display(Markdown(f"**{title}** — {len(ran[by].drop_duplicates())} of {len(paper)} cells run"))
-    if len(ran):
-        display(report.styled_comparison(ran.replace(names).reset_index(drop=True)))
-    return table
-
-
-t2_ours = per_profile(chapter.table2_rows, KEYS_T2)
-table2 = show(t2_ours, chapter.paper_table2(), KEYS_T2, "Table 2 — C = 1", {"algorithm": chapter.METHODS})
+t2_ours = report.mean_std_per_profile(chapter.table2_rows(ours), KEYS_T2, "global_acc")
+table2 = report.show_comparison(t2_ours, chapter.paper_table2(), KEYS_T2, "Table 2 — C = 1", {"algorithm": chapter.METHODS})
 
 # %% [markdown]
 # The paper's derived rows — the change of each method from step to the Dirichlet splits, and of
@@ -245,8 +221,8 @@ table2 = show(t2_ours, chapter.paper_table2(), KEYS_T2, "Table 2 — C = 1", {"a
 # accuracies; the check below lists those that do not (a slip or truncation, small either way).
 
 # %% tags=["hide-input"]
-t3_ours = per_profile(chapter.table3_rows, KEYS_T3)
-t1_ours = per_profile(chapter.table1_rows, KEYS_T1)
+t3_ours = report.mean_std_per_profile(chapter.table3_rows(ours), KEYS_T3, "global_acc")
+t1_ours = report.mean_std_per_profile(chapter.table1_rows(ours), KEYS_T1, "global_acc")
 derived = chapter.derived_rows(chapter.paper_table2(), chapter.paper_table3()).assign(source="paper")
 for profile in t2_ours.profile.unique():
     derived = pd.concat([derived, chapter.derived_rows(t2_ours[t2_ours.profile == profile],
@@ -265,7 +241,7 @@ display(printed[~printed.agrees].assign(algorithm=lambda f: f.algorithm.map(chap
 # FedUA distil fewer teachers.
 
 # %% tags=["hide-input"]
-table3 = show(t3_ours, chapter.paper_table3(), KEYS_T3, "Table 3 — step", {"algorithm": chapter.METHODS})
+table3 = report.show_comparison(t3_ours, chapter.paper_table3(), KEYS_T3, "Table 3 — step", {"algorithm": chapter.METHODS})
 
 # %% [markdown]
 # ## Table 1: which samples to distil
@@ -277,7 +253,7 @@ table3 = show(t3_ours, chapter.paper_table3(), KEYS_T3, "Table 3 — step", {"al
 # a subset (the text also speaks of screening "sample batches"), or it is run-to-run variation.
 
 # %% tags=["hide-input"]
-table1 = show(t1_ours, chapter.paper_table1(), KEYS_T1, "Table 1 — FedDF with sample selection",
+table1 = report.show_comparison(t1_ours, chapter.paper_table1(), KEYS_T1, "Table 1 — FedDF with sample selection",
               {"selection": chapter.SELECTION_NAMES})
 
 # %% [markdown]

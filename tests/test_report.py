@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from fedkd_core import report
 
@@ -52,3 +53,14 @@ def test_parameters_table_is_headed_by_the_profile():
     table = report.parameters_table(Params(profile="quick"))
     assert list(table.columns) == ["profile: quick"] and "profile" not in table.index
     assert table.loc["alphas", "profile: quick"] == "0.5" and not np.isnan(len(table))
+
+
+def test_mean_std_per_profile_keeps_profiles_apart_and_names_the_rounds():
+    from fedkd_core.report import mean_std_per_profile
+
+    frame = pd.DataFrame({"method": ["a", "a", "a", "b"], "profile": ["quick", "quick", "reduced", "reduced"],
+                          "rounds": [3, 5, 15, 15], "acc": [0.5, 0.7, 0.8, 0.9]})
+    table = mean_std_per_profile(frame, ["method"], "acc").set_index(["profile", "method"])
+    assert table.loc[("quick", "a"), "mean"] == pytest.approx(60.0) and table.loc[("quick", "a"), "n"] == 2
+    assert table.loc[("quick", "a"), "rounds"] == "3+5" and table.loc[("reduced", "b"), "rounds"] == "15"
+    assert mean_std_per_profile(frame.iloc[:0], ["method"], "acc").empty

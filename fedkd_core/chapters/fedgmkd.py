@@ -384,10 +384,22 @@ def long_accuracies(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.melt(id_vars=keep, value_vars=["local", "global"], var_name="metric", value_name="value")
 
 
+def at_default_weights(frame: pd.DataFrame) -> pd.Series:
+    """Rows that are not one of Table 5's other (λ, γ): other methods, FedGMKD rows at the default
+    λ and γ, and "only DAT" (λ = γ = 0 by definition)."""
+    default = algorithm_config("fedgmkd", {})
+    return (frame.lam.isna() | (frame.method == "only_dat")
+            | ((frame.lam == default.lam) & (frame.gamma == default.gamma)))
+
+
 def table1_rows(frame: pd.DataFrame, alpha: float) -> pd.DataFrame:
     """Runs of Table 1: Dir(alpha), FedGMKD rows at their default (λ, γ)."""
-    default = (frame.lam.isna() | ((frame.lam == 0.06) & (frame.gamma == 0.06)) | (frame.method == "only_dat"))
-    return frame[(frame.alpha == alpha) & default]
+    return frame[(frame.alpha == alpha) & at_default_weights(frame)]
+
+
+def table3_rows(frame: pd.DataFrame, clients: int) -> pd.DataFrame:
+    """Runs of Table 3: its four methods at ``clients`` clients, any Dir(β), default (λ, γ)."""
+    return frame[(frame.clients == clients) & frame.method.isin(TABLE3_METHODS) & at_default_weights(frame)]
 
 
 def time_ratios(frame: pd.DataFrame) -> pd.DataFrame:
@@ -499,7 +511,7 @@ def ledger_rows(root=None) -> pd.DataFrame:
     if records:
         frame = summary(records)
         means = mean_std(long_accuracies(table1_rows(frame, REDUCED_PROFILE.alpha)), ["method", "clients", "metric"], "value")
-        ablation = mean_std(long_accuracies(frame[frame.clients == REDUCED_PROFILE.client_counts()[0]]),
+        ablation = mean_std(long_accuracies(table3_rows(frame, REDUCED_PROFILE.client_counts()[0])),
                             ["method", "alpha", "metric"], "value")
         ours = pd.concat([claims(means), ablation_claims(ablation)], ignore_index=True)
     rows = claim_rows("FedGMKD", "fedgmkd.html#verdict", paper_counts, ours, evidence(records))

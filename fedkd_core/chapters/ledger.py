@@ -26,13 +26,13 @@ def counts_text(holds, cells) -> str:
     return "—" if pd.isna(cells) or not cells else f"{int(holds)} of {int(cells)} cells"
 
 
-def evidence(records, profile_label: str | None = None) -> str:
+def evidence(records) -> str:
     """"profile reduced: 90 runs, 3 seeds, 15 rounds" for the records a claim rests on."""
     if not records:
         return NO_RECORDS
     by_profile: dict[str, list] = {}
     for record in records:
-        by_profile.setdefault(profile_label or record.profile, []).append(record)
+        by_profile.setdefault(record.profile, []).append(record)
     return "; ".join(f"profile {p}: {len(rs)} runs, {len({r.config['seed'] for r in rs})} seed(s), "
                      f"{max(r.config['rounds'] for r in rs)} rounds" for p, rs in sorted(by_profile.items()))
 
