@@ -168,3 +168,22 @@ def test_chapter_grids_and_paper_tables():
     assert len(table1) == 48 and np.isclose(table1.query("dataset == 'cifar10' and clients == 100 and "
                                                          "algorithm == 'fedckd'")["mean"].item(), 81.41)
     assert len(chapter.paper_table5()) == 64 and len(chapter.paper_table3()) == 18
+
+
+def test_reduced_records_stand_in_for_cells_of_the_same_method_only():
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    quick = chapter.Params(scenarios="20:1.0:5", settings="practical,pathological", algorithms="pfedsd,fedckd",
+                           pool_size=2000, local_epochs=2)
+    assert chapter.method_differences(quick) == []
+    reduced = chapter.main_grid(chapter.REDUCED_PROFILE)
+    covering = [SimpleNamespace(config=c.resolved()) for c in reduced if c.algorithm == "fedckd"]
+    left = chapter.experiments_to_run(quick, covering)
+    assert {c.algorithm for c in left} == {"pfedsd"} and len(left) == 2  # the rounds and pool differ: same cells
+    other = replace(quick, kl_direction="student_teacher")
+    assert chapter.method_differences(other) == ["kl_direction"]
+    assert chapter.experiments_to_run(other, covering) == chapter.experiments(other)
+    assert chapter.experiments_to_run(replace(quick, reuse_reduced=False), covering) == chapter.experiments(quick)
+    assert chapter.experiments_to_run(chapter.REDUCED_PROFILE, covering) == chapter.experiments(chapter.REDUCED_PROFILE)
+    assert chapter.cell_of(covering[0]) == chapter.cell_of(reduced[[c.algorithm for c in reduced].index("fedckd")])

@@ -44,6 +44,21 @@ def method_differences(params, reference, scale_fields: frozenset[str]) -> list[
             if f.name not in scale_fields and getattr(params, f.name) != getattr(reference, f.name)]
 
 
+def reuses_reduced(params, differences: list[str]) -> bool:
+    """Whether a notebook run of ``params`` shows committed records of the chapter's reduced profile
+    for the cells they cover instead of running those cells: only when ``params.reuse_reduced`` is
+    on, ``params`` runs the reduced profile's method (``differences`` from
+    :func:`method_differences` is empty), and is not itself the reduced or paper profile (those
+    run their whole grid)."""
+    return params.reuse_reduced and not differences and params.profile not in ("reduced", "paper")
+
+
+def uncovered(configs: list, records: list, cell_of) -> list:
+    """The ``configs`` whose cell (``cell_of`` of a config or a record) no record covers."""
+    covered = {cell_of(record) for record in records}
+    return [config for config in configs if cell_of(config) not in covered]
+
+
 # Names IPython itself puts into a notebook's namespace.
 IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
 

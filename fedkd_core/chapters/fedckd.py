@@ -19,6 +19,7 @@ from ..experiment import ExperimentConfig, clients_finish, clients_update, defau
 from ..federation import DataConfig, build_federated_data
 from ..report import parse_list, record_precision
 from ..training import TrainConfig, accuracy
+from . import method_differences as shared_method_differences, reuses_reduced, uncovered
 
 # The model of each dataset: pFedSD's simple CNNs (FedCKD: "adhering to the model outlined in [7]").
 MODEL_FOR = {"fashion_mnist": "pfedsd_cnn_mnist", "cifar10": "cnn5", "cifar100": "pfedsd_cnn_cifar100"}
@@ -99,6 +100,7 @@ class Params:
     scale_t2: bool = True  # pFedSD and FedCKD
     first_round: str = "global_only"  # FedCKD
     gamma: float = 0.99  # FedCKD's annealing
+    reuse_reduced: bool = True  # show cells the committed reduced records cover instead of running them
 
     def __post_init__(self) -> None:
         algorithm_config("fedckd", algorithm_params(self, "fedckd"))  # kl_direction, first_round, gamma
@@ -202,10 +204,15 @@ def sensitivity_grid(params: Params) -> list[ExperimentConfig]:
             for seed in range(params.seeds)]
 
 
+def grids(params: Params) -> dict[str, list[ExperimentConfig]]:
+    """The three grids by name: "main" (Tables I-III), "annealing" (IV), "sensitivity" (V)."""
+    return {"main": main_grid(params), "annealing": annealing_grid(params), "sensitivity": sensitivity_grid(params)}
+
+
 def experiments(params: Params) -> list[ExperimentConfig]:
     """Every run of the chapter, each once."""
     unique = {}
-    for config in main_grid(params) + annealing_grid(params) + sensitivity_grid(params):
+    for config in [c for grid in grids(params).values() for c in grid]:
         unique.setdefault(repr(config), config)
     return list(unique.values())
 
@@ -365,20 +372,24 @@ def summary(records) -> pd.DataFrame:
 
 
 def compare_accuracy(ours: pd.DataFrame, setting: str) -> pd.DataFrame:
-    """Table I or II: the paper's cells beside ours (final ALMA, mean ± std over seeds, %).
+    """Table I or II: the paper's cells beside ours (final ALMA, mean ± std over seeds, %), one
+    row per profile that ran the cell, with its rounds.
 
     Our runs are set beside the paper's scenario of the nearest client scale (n = 20 or 100;
     column ``our n`` says what ran). Cells of datasets without an offline copy say so; other
     cells without a run say "not run".
     """
-    from ..report import compare_with_paper, mean_std
+    from ..report import compare_with_paper, mean_std_per_profile
 
     keys = ["dataset", "clients", "algorithm"]
-    frame = ours[ours.setting == setting]
+    frame = ours[ours.setting == setting] if len(ours) else pd.DataFrame(columns=keys + ["alma", "profile", "rounds"])
     frame = frame.assign(our_n=frame.clients, clients=[paper_scale(n) for n in frame.clients])
-    table = compare_with_paper(mean_std(frame, keys, "alma"), paper_accuracy_table(setting), keys, digits=2)
-    our_n = frame.groupby(keys)["our_n"].agg(lambda n: ",".join(str(v) for v in sorted(set(n))))
-    table.insert(3, "our n", [our_n.get(tuple(row), "") for row in table[keys].itertuples(index=False)])
+    per_profile = mean_std_per_profile(frame, keys, "alma")
+    table = compare_with_paper(per_profile, paper_accuracy_table(setting), keys, digits=2)
+    table = table.merge(per_profile[keys + ["profile", "rounds"]], on=keys + ["profile"], how="left")
+    our_n = frame.groupby(keys + ["profile"])["our_n"].agg(lambda n: ",".join(str(v) for v in sorted(set(n))))
+    table.insert(3, "our n", [our_n.get(tuple(row), "") for row in table[keys + ["profile"]].itertuples(index=False)])
+    table["rounds"] = table.rounds.fillna("")
     missing = [not offline_copy(d) for d in table.dataset]
     table.loc[missing, "ours"] = [NOT_REPRODUCED.format(dataset=d) for d in table.dataset[missing]]
     table["algorithm"] = table.algorithm.map(METHOD_NAMES)
@@ -392,7 +403,7 @@ def paper_scale(clients: int) -> int:
 
 def per_client_difference(ours: pd.DataFrame, better: str = "fedckd", worse: str = "pfedsd") -> pd.DataFrame:
     """Fig. 5: per-client final accuracy of ``better`` minus ``worse`` (same config and seed), %."""
-    keys = ["dataset", "setting", "clients", "participation", "alpha", "model", "seed"]
+    keys = ["profile", "dataset", "setting", "clients", "participation", "alpha", "model", "seed"]
     a = ours[(ours.algorithm == better) & ours.gamma.ne(1.0)].set_index(keys)
     b = ours[ours.algorithm == worse].set_index(keys)
     rows = []
@@ -451,12 +462,59 @@ REDUCED_PROFILE = Params(
 )
 
 
-def reduced_profile_records(root=None) -> list:
-    """The stored records of the reduced profile's grid (nothing is run)."""
+def reduced_records_by_grid(root=None) -> dict[str, list]:
+    """The stored records of each grid of the reduced profile (nothing is run)."""
     from ..results import load_record
 
-    found = [load_record(config, root) for config in experiments(REDUCED_PROFILE)]
-    return [record for record in found if record is not None]
+    found = {name: [load_record(config, root) for config in configs] for name, configs in grids(REDUCED_PROFILE).items()}
+    return {name: [record for record in records if record is not None] for name, records in found.items()}
+
+
+def reduced_profile_records(root=None) -> list:
+    """The stored records of the reduced profile's grid, each once (nothing is run)."""
+    unique = {record.key: record for records in reduced_records_by_grid(root).values() for record in records}
+    return list(unique.values())
+
+
+def cell_of(run) -> tuple:
+    """(dataset, setting, clients, participation, alpha, model, algorithm, gamma) of an
+    ExperimentConfig or RunRecord: what a table cell holds whatever the scale (pool, rounds,
+    epochs); gamma is FedCKD's annealing (None for other methods)."""
+    config = run.resolved() if isinstance(run, ExperimentConfig) else run.config
+    data = config["data"]
+    return (data["dataset"], SETTING_OF_PARTITION[data["partition"]], int(data["num_clients"]),
+            float(config["participation"]), float(data["alpha"]), config["model"], config["algorithm"],
+            config["algorithm_params"].get("gamma"))
+
+
+# The fields that only set the scale of a run or which cells run: two Params that agree on every
+# other field run the same methods, so a record of one can stand for a cell of the other.
+SCALE_FIELDS = frozenset({"profile", "datasets", "settings", "scenarios", "algorithms", "seeds", "alpha", "pool_size",
+                          "local_test_size", "global_test_size", "local_epochs", "eval_every", "annealing_datasets",
+                          "sensitivity_dataset", "sensitivity_alphas", "sensitivity_participations",
+                          "sensitivity_models", "forgetting_rounds", "reuse_reduced"})
+
+
+def method_differences(params: Params, reference: Params = REDUCED_PROFILE) -> list[str]:
+    """The method settings (optimiser, KL direction, γ, ...) in which ``params`` differs from ``reference``."""
+    return shared_method_differences(params, reference, SCALE_FIELDS)
+
+
+def reduced_records_shown(params: Params) -> dict[str, list]:
+    """Per grid, the committed reduced-profile records a notebook run of ``params`` shows (all of
+    them when it runs the reduced profile's method with ``reuse_reduced`` on, else none)."""
+    if not reuses_reduced(params, method_differences(params)):
+        return {name: [] for name in grids(params)}
+    return reduced_records_by_grid()
+
+
+def experiments_to_run(params: Params, reduced_records: list | None = None) -> list[ExperimentConfig]:
+    """The grid less the cells that the shown reduced-profile records cover (the reduced and
+    paper profiles run their whole grid; so does any other method setting)."""
+    configs = experiments(params)
+    if not reuses_reduced(params, method_differences(params)):
+        return configs
+    return uncovered(configs, reduced_profile_records() if reduced_records is None else reduced_records, cell_of)
 
 
 def ledger_rows(root=None) -> pd.DataFrame:

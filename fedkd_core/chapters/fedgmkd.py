@@ -23,7 +23,7 @@ from ..experiment import ExperimentConfig
 from ..federation import DataConfig
 from ..report import parse_list, record_precision
 from ..training import TrainConfig
-from . import method_differences as shared_method_differences
+from . import method_differences as shared_method_differences, reuses_reduced, uncovered
 
 
 @dataclass(frozen=True)
@@ -231,10 +231,9 @@ def experiments_to_run(params: Params, reduced_records: list | None = None) -> l
     the reduced profile's method and ``reuse_reduced`` is on (the reduced and paper profiles run
     their whole grid)."""
     configs = experiments(params)
-    if params.profile in ("reduced", "paper") or not params.reuse_reduced or method_differences(params):
+    if not reuses_reduced(params, method_differences(params)):
         return configs
-    covered = {cell_of(r) for r in (reduced_profile_records() if reduced_records is None else reduced_records)}
-    return [config for config in configs if cell_of(config) not in covered]
+    return uncovered(configs, reduced_profile_records() if reduced_records is None else reduced_records, cell_of)
 
 
 # --- the paper's numbers, kept as data (shared/specs/fedgmkd.md §4; no error bars, no seeds) -----

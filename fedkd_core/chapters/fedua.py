@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..experiment import ExperimentConfig
-from . import method_differences as shared_method_differences
+from . import method_differences as shared_method_differences, reuses_reduced, uncovered
 from ..federation import DataConfig
 from ..report import parse_list, record_precision
 from ..training import TrainConfig
@@ -310,10 +310,9 @@ def experiments_to_run(params: Params, reduced_records: list | None = None) -> l
     (``method_differences`` empty) and ``reuse_reduced`` is on: with another server lr, model or
     optimiser every cell runs. The reduced and paper profiles run their whole grid."""
     configs = experiments(params)
-    if params.profile in ("reduced", "paper") or not params.reuse_reduced or method_differences(params):
+    if not reuses_reduced(params, method_differences(params)):
         return configs
-    covered = {cell_of(r) for r in (reduced_profile_records() if reduced_records is None else reduced_records)}
-    return [config for config in configs if cell_of(config) not in covered]
+    return uncovered(configs, reduced_profile_records() if reduced_records is None else reduced_records, cell_of)
 
 
 def step_check(histograms: np.ndarray) -> dict:
