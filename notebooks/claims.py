@@ -25,13 +25,12 @@
 # |---|---|
 # | **Sources** | `fedkd_core.chapters.<chapter>.ledger_rows()`, gathered by `fedkd_core.chapters.ledger.ledger()` |
 # | **Records** | `results/paper/` and `results/reduced/`, as committed by the sweeps (`python -m fedkd_core.sweep <chapter> --params notebooks/params/<profile>/<chapter>.yaml`) |
-# | **Robustness** | for the claims a chapter reruns over the choices its paper leaves open (`ROBUSTNESS` in the chapter's module: optimiser, learning rate, rounds, thresholds, ...), in how many of those variants the claim holds in every cell; KnFu's grid is defined and being swept, the other chapters' grids are still to come |
+# | **Robustness** | for the claims a chapter reruns over the choices its paper leaves open (`ROBUSTNESS` in the chapter's module: optimiser, learning rate, rounds, thresholds, ...), in how many of those variants the claim holds in every cell. All four chapters define a grid (`notebooks/params/robustness/<chapter>.yaml`, run with `python -m fedkd_core.sweep <chapter> --params … --robustness`); a variant counts once all its runs are committed, and the count says how many are planned |
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
 
 # %% tags=["remove-input"]
-import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from fedkd_core import report
@@ -67,17 +66,11 @@ display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committe
 # ## Robustness: the variants, claim by claim
 #
 # Per variant of the choices a paper leaves open: in how many cells each claim holds (mean over
-# seeds), the mean effect in points (e.g. KnFu's ALMA minus FedMD's) and its spread over seeds.
+# seeds), the mean effect in points (e.g. KnFu's ALMA minus FedMD's; for FedUA's "loses less as C falls", FedDF's relative drop minus FedUA's, in percent) and its spread over seeds.
 # A variant that changes none of a claim's methods is not listed for it.
 
 # %% tags=["hide-input"]
 from fedkd_core.chapters import CHAPTERS, chapter_module, robustness  # noqa: E402
 
 for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
-    module = chapter_module(name)
-    variants = pd.DataFrame([(v.name, ", ".join(f"{k} = {x}" for k, x in v.overrides.items()) or "—", v.why)
-                             for v in module.ROBUSTNESS], columns=["variant", "changes", "why"])
-    display(Markdown(f"**{name}**: {len(variants)} variants around `notebooks/params/robustness/{name}.yaml`"))
-    display(variants)
-    table = robustness.claim_table(module, module.ROBUSTNESS_BASE)
-    display(table.round(2) if len(table) else Markdown("No variant has records yet."))
+    robustness.show(chapter_module(name), name)

@@ -59,6 +59,7 @@ server_batch_size = 128
 server_lr = 1e-3
 temperature = 1.0
 sample_ratio = 0.6
+weighting = "density"
 local_test_size = 50
 global_test_size = 200
 eval_every = 1
@@ -359,3 +360,19 @@ if len(ours):
     lines.append("Evidence: " + "; ".join(f"profile {p}: {r.runs} runs, {r.seeds} seed(s), {r.rounds} rounds"
                                           for p, r in used.iterrows()) + ".")
 display(Markdown(report.markdown_list(lines) if lines else "No runs: nothing to judge."))
+
+# %% [markdown]
+# ## Robustness to what the paper leaves open
+#
+# The verdict above rests on one reading of each choice the paper does not fix: FedUA's paper states neither the server's optimiser settings, the distillation temperature, the sample ratio of Tables 2-3, nor how the densities become weights. The
+# robustness grid (`fedua.ROBUSTNESS`, as data in `fedkd_core/chapters/fedua.py`) reruns the claims'
+# cells (the reduced profile's Tables 2 and 3, 3 seeds) once per alternative reading; the first variant is this chapter's own. For each
+# variant and claim: in how many cells the claim holds (mean over seeds), the mean effect in points
+# and its spread over seeds. Variants appear as their runs are committed
+# (`python -m fedkd_core.sweep fedua --params notebooks/params/robustness/fedua.yaml --robustness
+# --workers 2`); the [Claims page](claims.ipynb) gathers all four chapters.
+
+# %% tags=["hide-input"]
+from fedkd_core.chapters import robustness  # noqa: E402
+
+robustness_table = robustness.show(chapter, "fedua")

@@ -275,3 +275,19 @@ display(communication.round(1).set_index(["dataset", "size", "method"]))
 
 # %% tags=["hide-input"]
 display(Markdown(report.markdown_list(knfu.verdict(ours, paper_ran))))
+
+# %% [markdown]
+# ## Robustness to what the paper leaves open
+#
+# The verdict above rests on one reading of each choice the paper does not fix: KnFu's paper names no optimiser, learning rate or Selective-FD threshold and fixes R, λ and the fine-tuning epochs without a search. The
+# robustness grid (`knfu.ROBUSTNESS`, as data in `fedkd_core/chapters/knfu.py`) reruns the claims'
+# cells (MNIST at |D_n| = 100, α ∈ {0.1, 0.5, 1}, 3 seeds, the paper profile otherwise) once per alternative reading; the first variant is this chapter's own. For each
+# variant and claim: in how many cells the claim holds (mean over seeds), the mean effect in points
+# and its spread over seeds. Variants appear as their runs are committed
+# (`python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness
+# --workers 2`); the [Claims page](claims.ipynb) gathers all four chapters.
+
+# %% tags=["hide-input"]
+from fedkd_core.chapters import robustness  # noqa: E402
+
+robustness_table = robustness.show(knfu, "knfu")

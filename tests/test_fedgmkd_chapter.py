@@ -50,10 +50,13 @@ def test_every_row_is_recognised_from_its_config_and_from_its_stored_json():
         assert chapter.cell_of(config)[0] == key
         stored = SimpleNamespace(config=json.loads(json.dumps(config.resolved())))  # as a record stores it
         assert chapter.cell_of(stored)[0] == key
-    # a FedAvg scored with the global model, or a FedGMKD with another DAT, is none of the rows
+    # a FedAvg scored with the global model, or a FedGMKD with another DAT b, is none of the rows;
+    # another DAT a is one of the chapter's FedGMKD options, so the run is still FedGMKD's row
     assert chapter.method_key("fedavg", {"personal": "global"}) is None
-    other = dict(vars(algorithm_config("fedgmkd", {"dat_a": 0.5})))
-    assert chapter.method_key("fedgmkd", other) is None
+    assert chapter.method_key("fedgmkd", dict(vars(algorithm_config("fedgmkd", {"dat_b": 0.5})))) is None
+    assert chapter.method_key("fedgmkd", dict(vars(algorithm_config("fedgmkd", {"dat_a": 0.5})))) == "fedgmkd"
+    option = chapter.run_config(replace(params, dat_a=0.4, kd_on="logits"), "only_ckf", 10, 0)
+    assert option.algorithm_params["dat_a"] == 0.0 and chapter.cell_of(option)[0] == "only_ckf"  # the row's own a wins
 
 
 def test_table5_and_ablation_grids():

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from fedkd_core.chapters import fedckd, knfu
+from fedkd_core.chapters import fedckd, fedgmkd, fedua, knfu
 from fedkd_core.chapters import robustness as rb
 from fedkd_core.results import config_hash
 from fedkd_core.sweep import load_grid
@@ -52,7 +52,7 @@ def test_the_sweep_runs_the_robustness_grid_with_the_flag():
     params, configs = load_grid("knfu", BASE_FILE, robustness=True)
     assert params.profile == "robustness" and configs == rb.experiments(knfu, params)
     with pytest.raises(SystemExit, match="no robustness variants"):
-        load_grid("fedua", ROOT / "notebooks" / "params" / "reduced" / "fedua.yaml", robustness=True)
+        load_grid("setting", ROOT / "notebooks" / "params" / "quick" / "setting.yaml", robustness=True)
 
 
 def test_summarised_effects_count_cells_by_their_seed_mean():
@@ -111,3 +111,57 @@ def test_fedckd_claim_effects_pair_runs_by_cell_and_seed():
     effects = fedckd.claim_effects(records).iloc[0]
     assert effects["FedCKD > pFedSD"] == pytest.approx(0.03)
     assert effects["annealing helps (γ < 1 > γ = 1)"] == pytest.approx(-0.01)
+
+
+@pytest.mark.parametrize("chapter", [fedua, fedgmkd])
+def test_fedua_and_fedgmkd_robustness_bases_are_their_yamls_and_reuse_the_reduced_runs(chapter):
+    path = ROOT / "notebooks" / "params" / "robustness" / f"{chapter.__name__.rsplit('.', 1)[-1]}.yaml"
+    params = chapter.Params(**yaml.safe_load(path.read_text()))
+    assert params == chapter.ROBUSTNESS_BASE
+    reduced = {config_hash(c) for c in chapter.experiments(chapter.REDUCED_PROFILE)}
+    assert {config_hash(c) for c in chapter.experiments(params)} <= reduced  # the reading is the reduced records
+    for variant in chapter.ROBUSTNESS[1:]:
+        assert {config_hash(c) for c in chapter.experiments(rb.variant_params(params, variant))} - reduced, variant.name
+
+
+def test_fedgmkd_variants_rerun_only_fedgmkd():
+    reading = {config_hash(c) for c in fedgmkd.experiments(fedgmkd.ROBUSTNESS_BASE)}
+    for variant in fedgmkd.ROBUSTNESS[1:]:
+        configs = fedgmkd.experiments(rb.variant_params(fedgmkd.ROBUSTNESS_BASE, variant))
+        changed = [c for c in configs if config_hash(c) not in reading]
+        assert len(changed) == 9 and {fedgmkd.cell_of(c)[0] for c in changed} == {"fedgmkd"}, variant.name
+
+
+def run_record(config, value: float, rounds: int = 5) -> SimpleNamespace:
+    """A stored-record stand-in whose every round has local and global accuracy ``value``."""
+    row = {"alma": value, "global_acc": value, "seconds": 1.0, "clients": 1, "bytes_up": 0, "bytes_down": 0}
+    return SimpleNamespace(config=json.loads(json.dumps(config.resolved())), final=row, history=[row] * rounds,
+                           client_accuracies=[], profile="robustness", environment={"precision": "fp32"})
+
+
+def test_fedua_claim_effects_follow_its_three_claims():
+    params = replace(fedua.ROBUSTNESS_BASE, partitions="step,dir0.1", participations="1.0,0.5", seeds=1)
+    acc = {("step", 1.0): {"fedavg": 0.60, "feddf": 0.70, "fedua": 0.75},
+           ("step", 0.5): {"fedavg": 0.55, "feddf": 0.56, "fedua": 0.66},
+           ("dir0.1", 1.0): {"fedavg": 0.50, "feddf": 0.49, "fedua": 0.60}}
+    records = [run_record(c, acc[fedua.cell_of(c)[:2]][c.algorithm]) for c in fedua.experiments(params)]
+    effects = fedua.claim_effects(records).set_index(["partition", "participation"])
+    assert effects.loc[("step", 1.0), "FedUA > FedDF > FedAvg"] == pytest.approx(0.05)  # min(0.05, 0.10)
+    assert effects.loc[("dir0.1", 1.0), "FedUA > FedDF > FedAvg"] == pytest.approx(-0.01)
+    assert effects.loc[("step", 0.5), "FedUA best at every C"] == pytest.approx(0.10)
+    assert pd.isna(effects.loc[("dir0.1", 1.0), "FedUA best at every C"])  # Table 3 is on step only
+    drop_feddf, drop_fedua = 1 - 0.56 / 0.70, 1 - 0.66 / 0.75
+    assert effects.loc[("step", 0.5), "FedUA loses less than FedDF as C falls"] == pytest.approx(drop_feddf - drop_fedua)
+    assert pd.isna(effects.loc[("step", 1.0), "FedUA loses less than FedDF as C falls"])
+
+
+def test_fedgmkd_claim_effects_are_margins_per_metric():
+    params = replace(fedgmkd.ROBUSTNESS_BASE, clients="10", seeds=1, methods="fedavg,fedprox,fedgmkd")
+    acc = {"fedavg": 0.40, "fedprox": 0.45, "fedgmkd": 0.43}
+    records = [run_record(c, acc[fedgmkd.cell_of(c)[0]]) for c in fedgmkd.experiments(params)]
+    effects = fedgmkd.claim_effects(records).set_index(["clients", "metric"])
+    best_local = "FedGMKD has the best local accuracy of Table 1's methods (those run)"
+    assert effects.loc[(10, "local"), best_local] == pytest.approx(-0.02)
+    assert pd.isna(effects.loc[(10, "global"), best_local])
+    assert effects.loc[(10, "global"), "FedGMKD beats FedAvg"] == pytest.approx(0.03)
+    assert set(effects.columns) - {"seed"} <= set(fedgmkd.claims(fedgmkd.paper_table1()).claim)  # the ledger's names

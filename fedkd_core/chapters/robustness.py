@@ -105,3 +105,29 @@ def variant_counts(table: pd.DataFrame) -> pd.DataFrame:
     whole = complete.assign(holds=complete["holds in"] == complete["of cells"])
     grouped = whole.groupby("claim", sort=False)
     return pd.DataFrame({"variants holding": grouped.holds.sum().astype(int), "variants": grouped.size()}).reset_index()
+
+
+def variants_frame(module: ModuleType) -> pd.DataFrame:
+    """The chapter's variants as a table: name, the fields it changes, why."""
+    return pd.DataFrame([(v.name, ", ".join(f"{k} = {x}" for k, x in v.overrides.items()) or "—", v.why)
+                         for v in module.ROBUSTNESS], columns=["variant", "changes", "why"])
+
+
+def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
+    """Display a chapter's robustness grid (its variants, then per variant and claim the cells
+    where the claim holds, the effect and its seed spread) and return the claim table."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(f"**{name}**: {len(module.ROBUSTNESS)} variants around `notebooks/params/robustness/{name}.yaml`"))
+    display(variants_frame(module))
+    table = claim_table(module, module.ROBUSTNESS_BASE, root)
+    if not len(table):
+        display(Markdown("No variant has records yet."))
+        return table
+    display(table.round(2))
+    counts = variant_counts(table)
+    if len(counts):
+        display(Markdown("\n".join(f"* **{row.claim}** holds in every cell in {row['variants holding']} of the "
+                                   f"{row.variants} variants whose runs are all committed"
+                                   for _, row in counts.iterrows())))
+    return table
