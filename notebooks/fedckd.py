@@ -88,7 +88,7 @@ from IPython.display import Markdown, display
 
 from fedkd_core import plots, report
 from fedkd_core.algorithms import algorithm_config
-from fedkd_core.chapters import notebook_params, uncovered, fedckd as chapter
+from fedkd_core.chapters import notebook_params, fedckd as chapter
 from fedkd_core.results import run_experiment
 
 params = notebook_params(chapter.Params, globals())
@@ -188,21 +188,19 @@ if params.forgetting_rounds:
 # stored record when the same configuration has run before. The committed records of the
 # **reduced** profile (Tables I–II's Fashion-MNIST column at the paper's setting on a tenth of the
 # images for 20 rounds, 3 seeds, and Table IV's pair) are shown whatever profile runs this
-# notebook, and a cell they cover is not run again, as long as this run uses the reduced profile's
-# method (optimiser, KL direction, τ², first-round rule, γ; only the scale may differ) and
-# `reuse_reduced` is on. Change a method setting (`-p kl_direction student_teacher`) and every
-# cell runs anew.
+# notebook, each row labelled with its profile. A cell they cover is not run again as long as this
+# run uses the reduced profile's method (optimiser, KL direction, τ², first-round rule, γ; only the
+# scale may differ) and `reuse_reduced` is on. Change a method setting (`-p kl_direction
+# student_teacher`) and every cell runs anew.
 
 # %%
-reduced = chapter.reduced_records_shown(params)
-covered = [r for recs in reduced.values() for r in recs]
-records = {name: reduced[name] + [run_experiment(c, profile=params.profile, progress=False)
-                                  for c in uncovered(configs, covered, chapter.cell_of)]
-           for name, configs in chapter.grids(params).items()}
+planned = chapter.records_and_runs(params)
+records = {name: shown + [run_experiment(c, profile=params.profile, progress=False) for c in configs]
+           for name, (shown, configs) in planned.items()}
 ours = {name: chapter.summary(recs) if recs else pd.DataFrame() for name, recs in records.items()}
 every = list({r.key: r for recs in records.values() for r in recs}.values())
-print(f"{len(every)} runs; profiles: {sorted(set(r.profile for r in every))} "
-      f"({len({r.key for r in covered})} of the reduced profile); "
+reduced = {r.key for shown, _ in planned.values() for r in shown}
+print(f"{len(every)} runs; profiles: {sorted(set(r.profile for r in every))} ({len(reduced)} of the reduced profile); "
       f"{sum(r.timings['total_seconds'] for r in every):.0f} s of compute in their records")
 
 # %% [markdown]
@@ -224,7 +222,9 @@ main = ours["main"]
 def show_comparison(setting: str, title: str) -> pd.DataFrame:
     table = chapter.compare_accuracy(main, setting)
     ran = table[table.seeds > 0]
-    display(Markdown(f"**{title}** — {len(ran)} of {len(table)} cells run"))
+    cells = ["dataset", "clients", "algorithm"]
+    display(Markdown(f"**{title}** — {len(ran[cells].drop_duplicates())} of {len(table[cells].drop_duplicates())} "
+                     "of the paper's cells run"))
     if len(ran):
         display(report.styled_comparison(ran.reset_index(drop=True), digits=2))
     absent = table[table.seeds == 0].groupby(["dataset", "clients"], sort=False)["ours"].first()
@@ -253,14 +253,15 @@ if len(main):
 
 # %% tags=["hide-input"]
 if len(main):
-    largest = main[(main.setting == "practical") & (main.clients == main.clients.max())]
+    practical = main[main.setting == "practical"]
+    largest = practical[practical.clients == practical.groupby("profile").clients.transform("max")]
     table3 = largest.groupby(["dataset", "algorithm", "profile"], sort=False).agg(
         mean=("alma", "mean"), client_std=("client_std", "mean")).reset_index()
     table3[["mean", "client_std"]] *= 100
     table3 = table3.merge(chapter.paper_table3(), on=["dataset", "algorithm"], how="left", suffixes=("", "_paper"))
     table3["ours"] = [report.pm(m, s, 2) for m, s in zip(table3["mean"], table3.client_std)]
     table3["paper (n = 100)"] = [report.pm(m, s, 2) for m, s in zip(table3.mean_paper, table3.client_std_paper)]
-    table3["clients"] = int(largest.clients.max())
+    table3 = table3.merge(largest.groupby("profile").clients.max().reset_index(), on="profile")
     display(table3.assign(algorithm=table3.algorithm.map(chapter.METHOD_NAMES))[
         ["dataset", "clients", "algorithm", "ours", "paper (n = 100)", "profile"]])
 

@@ -190,7 +190,7 @@ fig.tight_layout()
 # This profile's grid runs here (`run_experiment` returns a stored record when the same
 # configuration has run before). Cells that the committed records of the **reduced** profile
 # cover are shown from those records, in every profile, as long as this profile runs the reduced
-# profile's method (model, optimiser, GMM size; only the scale differs) and `reuse_reduced` is on.
+# profile's method (model, optimiser, GMM size, the FedGMKD options `min_components`, `dat_a`, `dat_reference`, `kd_on`, `max_grad_norm`; only the scale differs) and `reuse_reduced` is on.
 
 # %%
 reduced_records = chapter.reduced_profile_records()

@@ -179,11 +179,29 @@ def test_reduced_records_stand_in_for_cells_of_the_same_method_only():
     assert chapter.method_differences(quick) == []
     reduced = chapter.main_grid(chapter.REDUCED_PROFILE)
     covering = [SimpleNamespace(config=c.resolved()) for c in reduced if c.algorithm == "fedckd"]
-    left = chapter.experiments_to_run(quick, covering)
+    stored = {"main": covering}
+    left = chapter.experiments_to_run(quick, stored)
     assert {c.algorithm for c in left} == {"pfedsd"} and len(left) == 2  # the rounds and pool differ: same cells
+    assert chapter.records_and_runs(quick, stored)["main"][0] == covering
     other = replace(quick, kl_direction="student_teacher")
     assert chapter.method_differences(other) == ["kl_direction"]
-    assert chapter.experiments_to_run(other, covering) == chapter.experiments(other)
-    assert chapter.experiments_to_run(replace(quick, reuse_reduced=False), covering) == chapter.experiments(quick)
-    assert chapter.experiments_to_run(chapter.REDUCED_PROFILE, covering) == chapter.experiments(chapter.REDUCED_PROFILE)
+    assert chapter.experiments_to_run(other, stored) == chapter.experiments(other)
+    assert chapter.records_and_runs(other, stored)["main"][0] == covering  # shown beside, labelled, but not reused
+    assert chapter.experiments_to_run(replace(quick, reuse_reduced=False), stored) == chapter.experiments(quick)
+    assert chapter.experiments_to_run(chapter.REDUCED_PROFILE, stored) == chapter.experiments(chapter.REDUCED_PROFILE)
     assert chapter.cell_of(covering[0]) == chapter.cell_of(reduced[[c.algorithm for c in reduced].index("fedckd")])
+
+
+def test_a_table5_cell_that_is_a_reduced_main_cell_is_shown_not_dropped():
+    from types import SimpleNamespace
+
+    params = chapter.Params(scenarios="20:1.0:5", algorithms="fedckd", sensitivity_dataset="fashion_mnist",
+                            sensitivity_alphas="0.1,1.0", sensitivity_participations="1.0", sensitivity_models="resnet8")
+    practical = [c for c in chapter.main_grid(chapter.REDUCED_PROFILE)
+                 if c.algorithm == "fedckd" and c.data.partition == "dirichlet"]
+    stored = {"main": [SimpleNamespace(config=c.resolved()) for c in practical]}
+    plan = chapter.records_and_runs(params, stored)
+    shown, to_run = plan["sensitivity"]
+    assert len(shown) == len(practical)  # alpha 0.1, r = 1, the CNN: the main cell
+    assert sorted((c.data.alpha, c.model) for c in to_run) == [(0.1, "resnet8"), (1.0, "pfedsd_cnn_mnist")]
+    assert plan["main"] == (stored["main"], [])

@@ -2,7 +2,8 @@
 
 A chapter module defines ``Params`` (a frozen dataclass of the notebook's flat parameters) and
 ``experiments(params) -> list[ExperimentConfig]``, its grid. A chapter whose notebook shows part
-of the grid from elsewhere (KnFu: cells that committed paper-profile records cover) also defines
+of the grid from elsewhere (KnFu: cells that committed paper-profile records cover; FedUA, FedGMKD
+and FedCKD: cells that committed reduced-profile records cover, see :func:`reuses_reduced`) also defines
 ``experiments_to_run(params)``, what its notebook actually runs; the sweep runs that.
 """
 

@@ -3,11 +3,13 @@
 Three grids share one ``Params``: the main comparison (Tables I-III, Figs. 4-5: datasets x
 practical/pathological x client scenarios x methods x seeds), the annealing ablation (Table IV:
 FedCKD with γ = 1) and the sensitivity study (Table V: α, participation r, backbones).
-``experiments(params)`` is their union, which the resumable sweep runs.
+``experiments(params)`` is their union; ``experiments_to_run(params)`` leaves out the cells that
+committed reduced-profile records cover (see :func:`records_and_runs`), and the resumable sweep runs that.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -500,21 +502,37 @@ def method_differences(params: Params, reference: Params = REDUCED_PROFILE) -> l
     return shared_method_differences(params, reference, SCALE_FIELDS)
 
 
-def reduced_records_shown(params: Params) -> dict[str, list]:
-    """Per grid, the committed reduced-profile records a notebook run of ``params`` shows (all of
-    them when it runs the reduced profile's method with ``reuse_reduced`` on, else none)."""
-    if not reuses_reduced(params, method_differences(params)):
-        return {name: [] for name in grids(params)}
-    return reduced_records_by_grid()
+def _unique(records: list) -> list:
+    """``records`` without repeats (one run loaded twice is two objects with one config)."""
+    return list({json.dumps(record.config, sort_keys=True): record for record in records}.values())
 
 
-def experiments_to_run(params: Params, reduced_records: list | None = None) -> list[ExperimentConfig]:
-    """The grid less the cells that the shown reduced-profile records cover (the reduced and
-    paper profiles run their whole grid; so does any other method setting)."""
-    configs = experiments(params)
-    if not reuses_reduced(params, method_differences(params)):
-        return configs
-    return uncovered(configs, reduced_profile_records() if reduced_records is None else reduced_records, cell_of)
+def records_and_runs(params: Params, reduced: dict[str, list] | None = None) -> dict[str, tuple[list, list]]:
+    """Per grid of ``params``: (the committed reduced-profile records it shows, its configs still
+    to run). Every grid shows the reduced profile's records of the same grid, labelled with their
+    profile, in every profile. When ``params`` runs the reduced profile's method with
+    ``reuse_reduced`` on (:func:`fedkd_core.chapters.reuses_reduced`), a cell that a reduced
+    record of *any* grid covers is shown from it and not run (e.g. Table V's α = 0.1 column is
+    Table I's cell). ``reduced`` stands in for :func:`reduced_records_by_grid`."""
+    reduced = reduced_records_by_grid() if reduced is None else reduced
+    every = _unique([record for records in reduced.values() for record in records])
+    skip = reuses_reduced(params, method_differences(params))
+    out = {}
+    for name, configs in grids(params).items():
+        cells = {cell_of(config) for config in configs}
+        covering = [record for record in every if cell_of(record) in cells] if skip else []
+        shown = _unique(reduced.get(name, []) + covering)
+        out[name] = (shown, uncovered(configs, covering, cell_of))
+    return out
+
+
+def experiments_to_run(params: Params, reduced: dict[str, list] | None = None) -> list[ExperimentConfig]:
+    """The configs of every grid that :func:`records_and_runs` leaves to run, each once."""
+    unique = {}
+    for _, configs in records_and_runs(params, reduced).values():
+        for config in configs:
+            unique.setdefault(repr(config), config)
+    return list(unique.values())
 
 
 def ledger_rows(root=None) -> pd.DataFrame:

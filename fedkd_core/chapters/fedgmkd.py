@@ -579,7 +579,7 @@ def claim_effects(records) -> pd.DataFrame:
     others = [m for m in PAPER_METHODS if m != "fedgmkd" and m in wide]
     metric = wide.index.get_level_values("metric")
     if others:
-        margin = wide.fedgmkd - wide[others].max(axis=1)
+        margin = (wide.fedgmkd - wide[others].max(axis=1)).where(wide[["fedgmkd"] + others].notna().all(axis=1))
         for name in ("local", "global"):
             effects[f"FedGMKD has the best {name} accuracy of Table 1's methods (those run)"] = margin.where(metric == name)
     if "fedavg" in wide:

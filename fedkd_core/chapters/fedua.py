@@ -488,6 +488,8 @@ def claim_effects(records) -> pd.DataFrame:
     ordered = np.minimum(wide.fedua - wide.feddf, wide.feddf - wide.fedavg)
     effects["FedUA > FedDF > FedAvg"] = ordered.where(participation == 1.0)
     effects["FedUA best at every C"] = (wide.fedua - wide[["feddf", "fedavg"]].max(axis=1)).where(partition == "step")
+    if 1.0 not in set(participation):  # a variant still being swept: no C = 1 run to measure drops from
+        return effects.reset_index()
     full = wide.xs(1.0, level="participation")
     drop = {}
     for algorithm in ("feddf", "fedua"):
