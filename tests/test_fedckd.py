@@ -189,6 +189,8 @@ def test_reduced_records_stand_in_for_cells_of_the_same_method_only():
     assert chapter.records_and_runs(other, stored)["main"][0] == covering  # shown beside, labelled, but not reused
     assert chapter.experiments_to_run(replace(quick, reuse_reduced=False), stored) == chapter.experiments(quick)
     assert chapter.experiments_to_run(chapter.REDUCED_PROFILE, stored) == chapter.experiments(chapter.REDUCED_PROFILE)
+    with pytest.raises(ValueError, match="profile 'reduced'.*kl_direction"):
+        chapter.experiments_to_run(replace(chapter.REDUCED_PROFILE, kl_direction="student_teacher"), stored)
     assert chapter.cell_of(covering[0]) == chapter.cell_of(reduced[[c.algorithm for c in reduced].index("fedckd")])
 
 

@@ -50,7 +50,14 @@ def reuses_reduced(params, differences: list[str]) -> bool:
     for the cells they cover instead of running those cells: only when ``params.reuse_reduced`` is
     on, ``params`` runs the reduced profile's method (``differences`` from
     :func:`method_differences` is empty), and is not itself the reduced or paper profile (those
-    run their whole grid)."""
+    run their whole grid).
+
+    A run named ``profile="reduced"`` whose method differs is a ValueError: its records would sit
+    beside the committed reduced ones under the same label and be averaged with them."""
+    if params.profile == "reduced" and differences:
+        raise ValueError(f"profile 'reduced' names the committed reduced-profile runs, but these parameters differ "
+                         f"from them in {', '.join(differences)}; give such runs another profile name "
+                         "(-p profile custom)")
     return params.reuse_reduced and not differences and params.profile not in ("reduced", "paper")
 
 
