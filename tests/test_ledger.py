@@ -57,3 +57,18 @@ def test_linked_table_escapes_the_claims_text():
     html = ledger.linked_table(table)
     assert '<a href="./x.html#v">Local ≥ sharing at largest |D_n| &lt;</a>' in html
     assert html.count("<td>") == 6  # one row of six cells: the '|' did not split anything
+
+
+def test_evidence_counts_seeds_per_cell_and_lists_the_rounds():
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    params = replace(fedckd.REDUCED_PROFILE, settings="practical", algorithms="fedavg,fedckd", seeds=3,
+                     annealing_datasets="")
+    configs = fedckd.experiments(params)
+    records = [SimpleNamespace(config=c.resolved(), profile="reduced") for c in configs
+               if c.algorithm == "fedavg" or c.seed == 0]
+    records.append(SimpleNamespace(config=replace(configs[0], rounds=5).resolved(), profile="quick"))
+    assert ledger.evidence(records) == ("profile quick: 1 runs, 1 seed(s) per cell, 5 rounds; "
+                                        "profile reduced: 4 runs, 1-3 seed(s) per cell, 20 rounds")
+    assert ledger.evidence([]) == ledger.NO_RECORDS

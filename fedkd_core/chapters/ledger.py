@@ -10,6 +10,7 @@ ledger reads records, so it says "no committed records" until a sweep has commit
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from html import escape
 
@@ -27,14 +28,24 @@ def counts_text(holds, cells) -> str:
 
 
 def evidence(records) -> str:
-    """"profile reduced: 90 runs, 3 seeds, 15 rounds" for the records a claim rests on."""
+    """"profile paper: 152 runs, 1-3 seeds per cell, 15/30 rounds" for the records a claim rests
+    on (a cell is a configuration up to its seed)."""
     if not records:
         return NO_RECORDS
     by_profile: dict[str, list] = {}
     for record in records:
         by_profile.setdefault(record.profile, []).append(record)
-    return "; ".join(f"profile {p}: {len(rs)} runs, {len({r.config['seed'] for r in rs})} seed(s), "
-                     f"{max(r.config['rounds'] for r in rs)} rounds" for p, rs in sorted(by_profile.items()))
+    return "; ".join(f"profile {p}: {len(rs)} runs, {_seeds_per_cell(rs)} seed(s) per cell, "
+                     f"{'/'.join(str(n) for n in sorted({r.config['rounds'] for r in rs}))} rounds"
+                     for p, rs in sorted(by_profile.items()))
+
+
+def _seeds_per_cell(records) -> str:
+    from ..results import key_of  # a record's key without its seed: fields added later, at their old value, drop out
+
+    cells = Counter(key_of({**r.config, "seed": None}) for r in records)
+    fewest, most = min(cells.values()), max(cells.values())
+    return str(fewest) if fewest == most else f"{fewest}-{most}"
 
 
 def claim_rows(chapter: str, section: str, paper: pd.DataFrame, ours: pd.DataFrame | None, evidence_text: str) -> pd.DataFrame:
