@@ -93,7 +93,9 @@ def claim_table(module: ModuleType, base, root=None) -> pd.DataFrame:
     unchanged = [row.variant != module.ROBUSTNESS[0].name and row.claim in reading.index
                  and (row.effect, row["seed spread"]) == (reading.loc[row.claim, "effect"], reading.loc[row.claim, "seed spread"])
                  for _, row in table.iterrows()]
-    return table[~pd.Series(unchanged, index=table.index)].reset_index(drop=True)
+    table = table[~pd.Series(unchanged, index=table.index)].reset_index(drop=True)
+    return table.astype({"holds in": int, "of cells": int, "effect": float, "seed spread": float, "seeds": int,
+                         "runs": int, "complete": bool})
 
 
 def variant_counts(table: pd.DataFrame) -> pd.DataFrame:
