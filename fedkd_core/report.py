@@ -73,8 +73,6 @@ def show_comparison(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str], ti
     from IPython.display import Markdown, display
 
     table = compare_with_paper(ours, paper, keys, digits)
-    if len(ours):
-        table = table.merge(ours[keys + ["profile", "rounds"]], on=keys + ["profile"], how="left")
     ran = table[table.seeds > 0]
     display(Markdown(f"**{title}** — {len(ran[keys].drop_duplicates())} of {len(paper)} cells run"))
     if len(ran):
@@ -107,6 +105,8 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str],
     table["seeds"] = seeds
     for label in ("profile", "precision"):
         table[label] = merged.get(label, pd.Series([""] * len(merged))).fillna("")
+    if "rounds" in ours:  # from mean_std_per_profile: the rounds behind each of our rows
+        table["rounds"] = merged["rounds"].fillna("")
     table["agrees"] = [None if np.isnan(d) else bool(abs(d) <= s + tolerance)
                        for d, s in zip(difference, merged["std_paper"].fillna(0))]
     return table

@@ -123,6 +123,12 @@ def load_record(config: ExperimentConfig, root=None) -> RunRecord | None:
     return read_record(found[0]) if found else None
 
 
+def stored_records(configs, root=None) -> list[RunRecord]:
+    """The stored records of ``configs`` that have one (see :func:`load_record`; nothing is run)."""
+    found = [load_record(config, root) for config in configs]
+    return [record for record in found if record is not None]
+
+
 class RecordError(ValueError):
     """A stored record that cannot be read back."""
 

@@ -388,10 +388,8 @@ def compare_accuracy(ours: pd.DataFrame, setting: str) -> pd.DataFrame:
     frame = frame.assign(our_n=frame.clients, clients=[paper_scale(n) for n in frame.clients])
     per_profile = mean_std_per_profile(frame, keys, "alma")
     table = compare_with_paper(per_profile, paper_accuracy_table(setting), keys, digits=2)
-    table = table.merge(per_profile[keys + ["profile", "rounds"]], on=keys + ["profile"], how="left")
     our_n = frame.groupby(keys + ["profile"])["our_n"].agg(lambda n: ",".join(str(v) for v in sorted(set(n))))
     table.insert(3, "our n", [our_n.get(tuple(row), "") for row in table[keys + ["profile"]].itertuples(index=False)])
-    table["rounds"] = table.rounds.fillna("")
     missing = [not offline_copy(d) for d in table.dataset]
     table.loc[missing, "ours"] = [NOT_REPRODUCED.format(dataset=d) for d in table.dataset[missing]]
     table["algorithm"] = table.algorithm.map(METHOD_NAMES)
@@ -466,10 +464,9 @@ REDUCED_PROFILE = Params(
 
 def reduced_records_by_grid(root=None) -> dict[str, list]:
     """The stored records of each grid of the reduced profile (nothing is run)."""
-    from ..results import load_record
+    from ..results import stored_records
 
-    found = {name: [load_record(config, root) for config in configs] for name, configs in grids(REDUCED_PROFILE).items()}
-    return {name: [record for record in records if record is not None] for name, records in found.items()}
+    return {name: stored_records(configs, root) for name, configs in grids(REDUCED_PROFILE).items()}
 
 
 def reduced_profile_records(root=None) -> list:

@@ -229,10 +229,9 @@ REDUCED_PROFILE = Params(
 
 def reduced_profile_records(root=None) -> list:
     """The stored records of the reduced profile's grid (nothing is run)."""
-    from ..results import load_record
+    from ..results import stored_records
 
-    found = [load_record(config, root) for config in experiments(REDUCED_PROFILE)]
-    return [record for record in found if record is not None]
+    return stored_records(experiments(REDUCED_PROFILE), root)
 
 
 # Fields that only set the scale of a run or which cells run.

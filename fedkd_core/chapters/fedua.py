@@ -203,10 +203,9 @@ REDUCED_PROFILE = Params(
 
 def reduced_profile_records(root=None) -> list:
     """The stored records of the reduced profile's grid (nothing is run)."""
-    from ..results import load_record
+    from ..results import stored_records
 
-    found = [load_record(config, root) for config in experiments(REDUCED_PROFILE)]
-    return [record for record in found if record is not None]
+    return stored_records(experiments(REDUCED_PROFILE), root)
 
 
 # --- the paper's numbers (global accuracy %, mean ± spread over > 5 runs), kept as data -----------

@@ -18,7 +18,7 @@ from ..experiment import ExperimentConfig, default_device
 from ..federation import DataConfig, build_federated_data
 from ..report import parse_list, record_precision, verdict_word
 from ..training import TrainConfig
-from . import method_differences as shared_method_differences
+from . import method_differences as shared_method_differences, uncovered
 
 MODEL_FOR = {"mnist": "knfu_m1", "cifar10": "knfu_m2"}
 METHODS = {"knfu": "KnFu", "fedmd": "FedMD", "knfu_local": "Local", "selective_fd": "Selective-FD"}
@@ -325,16 +325,14 @@ def experiments_to_run(params: Params, paper_records: list | None = None) -> lis
     configs = experiments(params)
     if params.profile == PAPER_PROFILE.profile or method_differences(params):
         return configs
-    covered = {cell_of(record) for record in (paper_profile_records() if paper_records is None else paper_records)}
-    return [config for config in configs if cell_of(config) not in covered]
+    return uncovered(configs, paper_profile_records() if paper_records is None else paper_records, cell_of)
 
 
 def paper_profile_records(root=None) -> list:
     """The stored records of the paper profile's grid (nothing is run)."""
-    from ..results import load_record
+    from ..results import stored_records
 
-    found = [load_record(config, root) for config in experiments(PAPER_PROFILE)]
-    return [record for record in found if record is not None]
+    return stored_records(experiments(PAPER_PROFILE), root)
 
 
 def final_table(records) -> pd.DataFrame:

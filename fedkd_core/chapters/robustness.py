@@ -47,10 +47,9 @@ def experiments(module: ModuleType, base) -> list:
 
 def variant_records(module: ModuleType, base, variant: Variant, root=None) -> list:
     """The stored records of one variant's grid (nothing is run)."""
-    from ..results import load_record
+    from ..results import stored_records
 
-    found = [load_record(config, root) for config in module.experiments(variant_params(base, variant))]
-    return [record for record in found if record is not None]
+    return stored_records(module.experiments(variant_params(base, variant)), root)
 
 
 def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], scale: float = 100.0) -> pd.DataFrame:
