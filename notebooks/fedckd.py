@@ -88,7 +88,8 @@ from IPython.display import Markdown, display
 
 from fedkd_core import plots, report
 from fedkd_core.algorithms import algorithm_config
-from fedkd_core.chapters import notebook_params, fedckd as chapter
+from fedkd_core.chapters import fedckd as chapter
+from fedkd_core.chapters import notebook_params, reuse_message
 from fedkd_core.results import run_experiment
 
 params = notebook_params(chapter.Params, globals())
@@ -200,6 +201,8 @@ records = {name: shown + [run_experiment(c, profile=params.profile, progress=Fal
 ours = {name: chapter.summary(recs) if recs else pd.DataFrame() for name, recs in records.items()}
 every = list({r.key: r for recs in records.values() for r in recs}.values())
 reduced = {r.key for shown, _ in planned.values() for r in shown}
+if message := reuse_message(params, chapter.method_differences(params)):
+    print(message)
 print(f"{len(every)} runs; profiles: {sorted(set(r.profile for r in every))} ({len(reduced)} of the reduced profile); "
       f"{sum(r.timings['total_seconds'] for r in every):.0f} s of compute in their records")
 

@@ -72,7 +72,7 @@ from IPython.display import Markdown, display
 from fedkd_core import plots, report
 from fedkd_core.algorithms import algorithm_config
 from fedkd_core.chapters import fedgmkd as chapter
-from fedkd_core.chapters import notebook_params
+from fedkd_core.chapters import notebook_params, reuse_message
 from fedkd_core.federation import build_federated_data
 from fedkd_core.results import run_experiment
 
@@ -196,9 +196,8 @@ fig.tight_layout()
 reduced_records = chapter.reduced_profile_records()
 runs = [run_experiment(c, profile=params.profile, progress=False) for c in chapter.experiments_to_run(params, reduced_records)]
 records = list({r.key: r for r in reduced_records + runs}.values())
-if chapter.method_differences(params) and params.profile not in ("reduced", "paper"):
-    print("This profile differs from the reduced profile's method in "
-          + ", ".join(chapter.method_differences(params)) + ": every cell of its grid ran.")
+if message := reuse_message(params, chapter.method_differences(params)):
+    print(message)
 ours = chapter.summary(records, last=params.last_rounds)
 print(f"{len(runs)} runs of this profile ({params.profile}), {len(reduced_records)} records of the reduced profile; "
       f"{sum(r.timings['total_seconds'] for r in records):.0f} s of compute in their records")

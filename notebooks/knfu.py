@@ -71,7 +71,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from fedkd_core import plots, report
-from fedkd_core.chapters import notebook_params, knfu
+from fedkd_core.chapters import knfu, notebook_params, reuse_message
 from fedkd_core.models import InputShape, make_model
 from fedkd_core.results import run_experiment
 
@@ -182,9 +182,8 @@ print(f"heaviest neighbour among the 3 truly closest: {agreement['heaviest_is_cl
 
 # %%
 paper_records = knfu.reusable_paper_records(params)
-if knfu.method_differences(params):
-    print("This profile differs from the paper profile's method in "
-          + ", ".join(knfu.method_differences(params)) + ": paper-profile records are not used.")
+if message := reuse_message(params, knfu.method_differences(params), reference="paper"):
+    print(message)
 configs = knfu.experiments_to_run(params, paper_records)
 records = [run_experiment(config, profile=params.profile, progress=False) for config in configs]
 covered = {knfu.cell_of(r) for r in paper_records}

@@ -16,6 +16,7 @@ from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
 from fedkd_core.algorithms.base import message_bytes
 from fedkd_core.algorithms.fedua import bald_scores, fit_feature_density, teacher_weights
 from fedkd_core.chapters import fedua as chapter
+from fedkd_core.chapters import reuse_message
 from fedkd_core.distill import kd_kl
 from fedkd_core.experiment import ExperimentConfig, simulate
 from fedkd_core.feature_density import FeatureDensity
@@ -356,6 +357,14 @@ def test_only_runs_of_the_reduced_method_stand_in_for_cells():
     assert chapter.method_differences(other) == ["server_lr"]
     assert chapter.experiments_to_run(other, covered) == chapter.experiments(other)
     assert chapter.experiments_to_run(replace(same, reuse_reduced=False), covered) == chapter.experiments(same)
+
+
+def test_the_notebook_says_when_no_reduced_record_stands_for_a_cell():
+    other = chapter.Params(partitions="step", table1_ratios="", server_lr=0.01)
+    message = reuse_message(other, chapter.method_differences(other))
+    assert "server_lr" in message and "reduced" in message
+    assert reuse_message(chapter.Params(), chapter.method_differences(chapter.Params())) == ""
+    assert reuse_message(replace(other, profile="paper"), ["server_lr"]) == ""
 
 
 def test_a_bad_parameter_through_papermill_is_one_clear_error(tmp_path):

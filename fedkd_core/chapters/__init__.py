@@ -61,6 +61,17 @@ def reuses_reduced(params, differences: list[str]) -> bool:
     return params.reuse_reduced and not differences and params.profile not in ("reduced", "paper")
 
 
+def reuse_message(params, differences: list[str], reference: str = "reduced") -> str:
+    """What a notebook prints when ``params`` runs another method than the ``reference`` profile
+    (``differences`` from :func:`method_differences`), so that none of that profile's records
+    stand for its cells; empty when they may, or when ``params`` is itself the reference or paper
+    profile (those run their whole grid anyway)."""
+    if not differences or params.profile in (reference, "paper"):
+        return ""
+    return (f"This profile differs from the {reference} profile's method in {', '.join(differences)}: "
+            f"every cell of its grid ran; no {reference}-profile record stands for one of them.")
+
+
 def uncovered(configs: list, records: list, cell_of) -> list:
     """The ``configs`` whose cell (``cell_of`` of a config or a record) no record covers."""
     covered = {cell_of(record) for record in records}
