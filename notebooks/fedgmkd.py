@@ -32,7 +32,7 @@
 # | **Methods** | FedAvg, FedProx, MOON, FedGen, FedMD, FedProto, FPL, FjORD, FedGMKD (`fedkd_core/algorithms/`, one module each) |
 # | **Data** | CIFAR-10, Dir(β = 0.5) label skew; the clients of each column hold 500 images each on average (the paper: 10 / 20 / 50 clients use 10 / 20 / 50 % of the training set) |
 # | **Metrics** | local accuracy: each client's model right after its local training, on a local test set with its class mix; global accuracy: the aggregated model on the CIFAR-10 test set; both the mean over the last 5 rounds |
-# | **Profiles** | smoke (defaults below, seconds, CI); quick (`make book`); **reduced** (the paper's data and clients, cnn5 with the 32-d code, 15 rounds, 3 seeds: its records are committed and shown in every profile); paper (ResNet-18, 50 rounds: GPU work) |
+# | **Profiles** | smoke (defaults below, seconds, CI); quick (`make book`); **reduced** (the paper's data and clients, cnn5 with the 32-d code, 15 rounds, 3 seeds; Table 1 with the code's FedGMKD and Table 6's HK + DAT, and Table 3 at 10 clients: its records are committed and shown in every profile); paper (ResNet-18, 50 rounds: GPU work) |
 # | **Rerun** | `papermill notebooks/fedgmkd.ipynb out.ipynb -f notebooks/params/quick/fedgmkd.yaml -p alpha 0.2`; a whole profile: `python -m fedkd_core.sweep fedgmkd --params notebooks/params/reduced/fedgmkd.yaml --workers 2` |
 
 # %% tags=["parameters", "remove-input"]

@@ -29,14 +29,18 @@ def test_profiles_load_and_run_the_reduced_method(profile):
     assert chapter.method_differences(params) == expected
 
 
-def test_reduced_grid_is_table_1_once_per_seed_with_one_split_per_column():
+def test_reduced_grid_is_tables_1_6_and_3_once_per_seed_with_one_split_per_column():
     configs = chapter.experiments(chapter.REDUCED_PROFILE)
     cells = [chapter.cell_of(c) + (c.seed,) for c in configs]
-    assert len(configs) == len(set(cells)) == 10 * 3 * 3
-    assert {cell[0] for cell in cells} == set(chapter.PAPER_METHODS) | {"fedgmkd_code"}
+    assert len(configs) == len(set(cells)) == (11 * 3 + 4 * 2) * 3
+    table1 = [cell for cell in cells if cell[2] == 0.5]
+    assert {cell[0] for cell in table1} == set(chapter.PAPER_METHODS) | {"fedgmkd_code", "hk_dat"}
+    ablation = [cell for cell in cells if cell[2] != 0.5]
+    assert {(cell[0], cell[1], cell[2]) for cell in ablation} == {
+        (key, 10, beta) for key in chapter.TABLE3_METHODS for beta in (0.2, 5.0)}
     assert [c.seed for c in configs] == sorted(c.seed for c in configs)  # seed-major: a stopped sweep has whole seeds
     for count in (10, 20, 50):  # every method of a column sees the same clients (FedMD's transfer set included)
-        column = {repr(c.data) for c in configs if c.data.num_clients == count}
+        column = {repr(c.data) for c in configs if c.data.num_clients == count and c.data.alpha == 0.5}
         assert len(column) == 1
         config = next(c for c in configs if c.data.num_clients == count)
         assert config.data.pool_size == 500 * count and config.data.transfer_size == 500
@@ -60,11 +64,13 @@ def test_every_row_is_recognised_from_its_config_and_from_its_stored_json():
 
 
 def test_table5_and_ablation_grids():
-    params = chapter.Params(methods="fedavg,fedgmkd,only_ckf,only_dat", clients="4,6", ablation_alphas="0.2,5",
+    params = chapter.Params(methods="fedavg,fedgmkd", clients="4,6", ablation_alphas="0.2,5",
                             table5="0.06:0,0:0.06")
     cells = [chapter.cell_of(c) for c in chapter.experiments(params)]
     assert ("fedgmkd", 4, 0.5, 0.06, 0.0) in cells and ("fedgmkd", 4, 0.5, 0.0, 0.06) in cells
+    # the ablation runs Table 3's four methods even where ``methods`` does not list them
     assert ("only_dat", 4, 0.2, 0.0, 0.0) in cells and ("fedavg", 4, 5.0, None, None) in cells
+    assert not any(cell[0] in ("only_ckf", "only_dat") and cell[2] == 0.5 for cell in cells)
     assert not any(cell[1] == 6 and cell[2] != 0.5 for cell in cells)  # ablations run at the first count only
     assert chapter.parse_pairs("") == []
 

@@ -83,8 +83,9 @@ class Params:
 
     ``clients`` lists the client counts of Table 1's columns; each column's clients hold
     ``samples_per_client`` images on average (pool = clients × samples_per_client, Dir(alpha)).
-    ``methods`` are keys of :data:`METHODS`. ``ablation_alphas`` run Table 3's methods at other
-    Dir(β) with the first client count (the paper's Tables 2-3: β 0.2 and 5); ``table5`` lists
+    ``methods`` are keys of :data:`METHODS`. ``ablation_alphas`` run Table 3's four methods
+    (:data:`TABLE3_METHODS`, whatever ``methods`` lists) at other Dir(β) with the first client
+    count (the paper's Tables 2-3: β 0.2 and 5); ``table5`` lists
     (λ, γ) pairs of FedGMKD at the first client count. ``last_rounds``: accuracies are the mean
     over that many last rounds (paper: 5).
     """
@@ -195,10 +196,10 @@ def table1_grid(params: Params, seed: int) -> list[ExperimentConfig]:
 
 
 def ablation_grid(params: Params, seed: int) -> list[ExperimentConfig]:
-    """Table 3's methods (those of ``methods``) at each of ``ablation_alphas``, first client count."""
+    """Table 3's four methods at each of ``ablation_alphas``, first client count."""
     first = params.client_counts()[0]
     return [run_config(params, key, first, seed, alpha) for alpha in params.ablation_alpha_values()
-            for key in TABLE3_METHODS if key in params.method_keys()]
+            for key in TABLE3_METHODS]
 
 
 def table5_grid(params: Params, seed: int) -> list[ExperimentConfig]:
@@ -218,10 +219,12 @@ def experiments(params: Params) -> list[ExperimentConfig]:
 
 
 # The reduced profile (notebooks/params/reduced/fedgmkd.yaml holds the same values; a test checks it):
-# the Table 1 block with every method, three client counts and three seeds at a size that 2 CPU
-# cores finish in hours. Its records are committed under results/reduced/ and shown in every profile.
+# the Table 1 block with every method, the released code's FedGMKD and Table 6's HK + DAT at three
+# client counts, and Table 3 (the ablation at β 0.2 and 5, 10 clients), three seeds, at a size that
+# 2 CPU cores finish in hours. Its records are committed under results/reduced/ and shown in every profile.
 REDUCED_PROFILE = Params(
-    profile="reduced", methods=",".join(PAPER_METHODS + ("fedgmkd_code",)), clients="10,20,50", seeds=3,
+    profile="reduced", methods=",".join(PAPER_METHODS + ("fedgmkd_code", "hk_dat")), clients="10,20,50",
+    ablation_alphas="0.2,5", seeds=3,
     model="cnn5_code32", samples_per_client=500, transfer_size=500, rounds=15, local_epochs=3, batch_size=64,
     max_components=6, local_test_size=200, global_test_size=0,
 )
@@ -562,7 +565,7 @@ ROBUSTNESS = _robustness_variants()
 # The base the variants change (notebooks/params/robustness/fedgmkd.yaml; a test checks it): the
 # reduced profile's Table 1 block with the paper's nine methods. The variants change only FedGMKD,
 # so the eight baselines' records serve every variant (9 new FedGMKD runs per variant).
-ROBUSTNESS_BASE = replace(REDUCED_PROFILE, profile="robustness", methods=",".join(PAPER_METHODS))
+ROBUSTNESS_BASE = replace(REDUCED_PROFILE, profile="robustness", methods=",".join(PAPER_METHODS), ablation_alphas="")
 EFFECT_CELL_KEYS = ("clients", "metric")
 
 
