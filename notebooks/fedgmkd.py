@@ -399,7 +399,7 @@ display(Markdown(report.markdown_list(lines) if lines else "No runs: nothing to 
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedGMKD's paper and released code disagree on DAT's reference, its a, the form of the prediction alignment, gradient clipping and the GMM's component range. The
 # robustness grid (`fedgmkd.ROBUSTNESS`, as data in `fedkd_core/chapters/fedgmkd.py`) reruns the claims'
-# cells (the reduced profile's Table 1 block (only FedGMKD reruns: the baselines do not change), 3 seeds) once per alternative reading; the first variant is this chapter's own. For each
+# cells (the reduced profile's Table 1 block, 3 seeds; only FedGMKD reruns, since the baselines do not change) once per alternative reading; the first variant is this chapter's own. For each
 # variant and claim: in how many cells the claim holds (mean over seeds), the mean effect in points
 # and its spread over seeds. Variants appear as their runs are committed
 # (`python -m fedkd_core.sweep fedgmkd --params notebooks/params/robustness/fedgmkd.yaml --robustness

@@ -28,6 +28,8 @@ def sync(chapter: str) -> Path:
     target = NOTEBOOKS / f"{chapter}.ipynb"
     notebook = jupytext.read(source)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    for index, cell in enumerate(notebook.cells):
+        cell.id = f"{chapter}-{index:03d}"  # ids by position, not random: a one-line edit is a one-line diff
     with tempfile.TemporaryDirectory() as tmp:
         raw, executed = Path(tmp) / "raw.ipynb", Path(tmp) / "executed.ipynb"
         nbformat.write(notebook, raw)
