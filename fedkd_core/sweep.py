@@ -1,7 +1,7 @@
 """Run a chapter's whole grid, resumably and on several processes: finished runs are skipped.
 
     python -m fedkd_core.sweep CHAPTER --params notebooks/params/paper/CHAPTER.yaml [--workers N]
-    python -m fedkd_core.sweep CHAPTER --params ... --dry-run      # done / claimed / left
+    python -m fedkd_core.sweep CHAPTER --params ... --dry-run      # done / claimed / left, hours left
     python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness
 
 Records go to ``<results>/<profile>/<algorithm>/<key>.json`` (see fedkd_core.results); stop it
@@ -67,6 +67,43 @@ def status(configs, profile: str) -> dict[str, list]:
         else:
             split["left"].append(config)
     return split
+
+
+def run_kind(config) -> tuple:
+    """What a run's duration mostly depends on: its algorithm, dataset, client count and model."""
+    if isinstance(config, dict):
+        return config["algorithm"], config["data"]["dataset"], config["data"]["num_clients"], config["model"]
+    return config.algorithm, config.data.dataset, config.data.num_clients, config.model
+
+
+def estimated_seconds(left: list, done: list) -> float | None:
+    """One worker's seconds for the ``left`` configs at the pace of the ``done`` records: per run,
+    the mean ``total_seconds`` of the done runs of its :func:`run_kind`, else of all done runs.
+    None without done records (nothing to go by)."""
+    if not done:
+        return None
+    by_kind: dict[tuple, list[float]] = {}
+    for record in done:
+        by_kind.setdefault(run_kind(record.config), []).append(record.timings["total_seconds"])
+    overall = sum(map(sum, by_kind.values())) / len(done)
+    return sum(_mean(by_kind.get(run_kind(config), [overall])) for config in left)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def pace_line(split: dict) -> str:
+    """The dry run's estimate of what is left, naming the machine the done records ran on."""
+    done = [record for record in map(load_record, split["done"]) if record is not None]
+    seconds = estimated_seconds(split["left"], done)
+    if seconds is None or not split["left"]:
+        return ""
+    machines = sorted({f"{r.environment.get('device_name', '?')} {r.environment.get('precision', '')}".strip()
+                       for r in done})
+    return (f"left: about {seconds / 3600:.1f} h of one worker's compute at the pace of the "
+            f"{len(done)} run{'s' if len(done) != 1 else ''} done "
+            f"(on {', '.join(machines)}; divide by the workers that share the machine's cores)")
 
 
 def work(chapter: str, params_file: Path, limit: int | None, report, parent: int | None = None,
@@ -174,6 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.chapter} ({params.profile}): {len(configs)} runs: {len(split['done'])} done, "
           f"{len(split['claimed'])} claimed by running workers, {len(split['left'])} left")
     if args.dry_run:
+        if line := pace_line(split):
+            print(line)
         for config in split["claimed"]:
             print(f"  claimed: {describe(config)}")
         return

@@ -140,3 +140,26 @@ def test_a_sweep_stopped_with_sigterm_leaves_no_worker_running(smoke_grid):
     sweep_process.wait(timeout=60)
     time.sleep(0.5)
     assert not [p for p in workers if _alive(p)]
+
+
+def test_the_dry_run_estimates_what_is_left_from_the_pace_of_like_runs():
+    from types import SimpleNamespace
+
+    def config(algorithm, clients):
+        return {"algorithm": algorithm, "model": "cnn", "data": {"dataset": "cifar10", "num_clients": clients}}
+
+    done = [SimpleNamespace(config=config("fedavg", 10), timings={"total_seconds": 100.0}),
+            SimpleNamespace(config=config("fedavg", 10), timings={"total_seconds": 120.0}),
+            SimpleNamespace(config=config("fedavg", 50), timings={"total_seconds": 500.0})]
+    # like runs go by their own kind's mean; a kind never done by the mean of every done run
+    assert sweep.estimated_seconds([config("fedavg", 10), config("fedavg", 50)], done) == 110.0 + 500.0
+    assert sweep.estimated_seconds([config("moon", 20)], done) == 240.0
+    assert sweep.estimated_seconds([config("fedavg", 10)], []) is None
+
+
+def test_the_dry_run_names_the_pace_and_machine_once_runs_are_done(smoke_grid, capsys):
+    sweep.main(["setting", "--params", str(smoke_grid), "--limit", "1"])
+    capsys.readouterr()
+    sweep.main(["setting", "--params", str(smoke_grid), "--dry-run"])
+    out = capsys.readouterr().out
+    assert "1 done" in out and "left: about" in out and "at the pace of the 1 run done" in out
