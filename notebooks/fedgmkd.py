@@ -252,8 +252,9 @@ for dataset, reason in chapter.DATASET_REASON.items():
 # Absolute seconds depend on the hardware (the paper: two A100s), so the comparison is the ratio
 # to FedAvg on the same machine. Ours: wall-clock seconds of a round (all clients' training and
 # knowledge extraction and the server's work, evaluation excluded) divided by the number of
-# clients, mean over rounds and seeds, for the runs of Table 1. Our clients run one after another
-# on one thread, so a round's time is the sum of its clients' times.
+# clients: the median over rounds, and the fastest of the seeds, for the runs of Table 1 (runs of
+# a sweep may share the machine with other work, which only ever slows them). Our clients run one
+# after another on one thread, so a round's time is the sum of its clients' times.
 
 # %% tags=["hide-input"]
 paper_times = chapter.paper_times()

@@ -139,6 +139,13 @@ def test_summary_takes_the_mean_of_the_last_rounds_and_time_per_client_round():
     assert fedavg.seconds_per_client_round == pytest.approx(1.0) and fedavg.upload_mb == pytest.approx(1.0)
     ratios = chapter.time_ratios(frame).set_index("method").ratio
     assert ratios["fedgmkd"] == pytest.approx(2.5) and ratios["fedavg"] == 1.0
+    # a run slowed by other work: its rounds' median ignores a slow round, and a slower seed is not counted
+    slow_round = rounds([0.1] * 3, [0.1] * 3, seconds=10.0)
+    slow_round[1]["seconds"] = 100.0
+    assert chapter.summary([record("fedavg", slow_round)]).seconds_per_client_round.iloc[0] == pytest.approx(1.0)
+    slow_seed = frame.iloc[[0]].assign(seed=1, seconds_per_client_round=3.0)
+    ratios = chapter.time_ratios(pd.concat([frame, slow_seed])).set_index("method").ratio
+    assert ratios["fedgmkd"] == pytest.approx(2.5)
     long = chapter.long_accuracies(frame)
     assert len(long) == 4 and set(long.metric) == {"local", "global"}
 
