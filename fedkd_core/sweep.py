@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 import traceback
+from statistics import fmean
 from queue import Empty
 from pathlib import Path
 
@@ -54,14 +55,17 @@ def load_grid(chapter: str, params_file: Path, robustness: bool = False):
 
 
 def status(configs, profile: str) -> dict[str, list]:
-    """The grid split into done, claimed by a live worker, and left (stale claims count as left)."""
+    """The grid split into done (with "done_records", their records), claimed by a live worker, and
+    left (stale claims count as left)."""
     root = results_dir()
     held = claims.claims_in(root, profile)
-    split = {"done": [], "claimed": [], "left": []}
+    split = {"done": [], "claimed": [], "left": [], "done_records": []}
     for config in configs:
         key = config_hash(config)
-        if load_record(config) is not None:
+        record = load_record(config)
+        if record is not None:
             split["done"].append(config)
+            split["done_records"].append(record)
         elif key in held and not claims.is_stale(held[key]):
             split["claimed"].append(config)
         else:
@@ -69,34 +73,29 @@ def status(configs, profile: str) -> dict[str, list]:
     return split
 
 
-def run_kind(config) -> tuple:
-    """What a run's duration mostly depends on: its algorithm, dataset, client count and model."""
-    if isinstance(config, dict):
-        return config["algorithm"], config["data"]["dataset"], config["data"]["num_clients"], config["model"]
-    return config.algorithm, config.data.dataset, config.data.num_clients, config.model
+def run_kind(config: dict) -> tuple:
+    """What a run's duration mostly depends on: its algorithm, dataset, client count and model
+    (of a resolved config, as a record stores it)."""
+    return config["algorithm"], config["data"]["dataset"], config["data"]["num_clients"], config["model"]
 
 
-def estimated_seconds(left: list, done: list) -> float | None:
-    """One worker's seconds for the ``left`` configs at the pace of the ``done`` records: per run,
-    the mean ``total_seconds`` of the done runs of its :func:`run_kind`, else of all done runs.
-    None without done records (nothing to go by)."""
+def estimated_seconds(left: list[dict], done: list) -> float | None:
+    """One worker's seconds for the ``left`` resolved configs at the pace of the ``done`` records:
+    per run, the mean ``total_seconds`` of the done runs of its :func:`run_kind`, else of all done
+    runs. None without done records (nothing to go by)."""
     if not done:
         return None
     by_kind: dict[tuple, list[float]] = {}
     for record in done:
         by_kind.setdefault(run_kind(record.config), []).append(record.timings["total_seconds"])
-    overall = sum(map(sum, by_kind.values())) / len(done)
-    return sum(_mean(by_kind.get(run_kind(config), [overall])) for config in left)
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
+    overall = [record.timings["total_seconds"] for record in done]
+    return sum(fmean(by_kind.get(run_kind(config), overall)) for config in left)
 
 
 def pace_line(split: dict) -> str:
     """The dry run's estimate of what is left, naming the machine the done records ran on."""
-    done = [record for record in map(load_record, split["done"]) if record is not None]
-    seconds = estimated_seconds(split["left"], done)
+    done = split["done_records"]
+    seconds = estimated_seconds([config.resolved() for config in split["left"]], done)
     if seconds is None or not split["left"]:
         return ""
     machines = sorted({f"{r.environment.get('device_name', '?')} {r.environment.get('precision', '')}".strip()
