@@ -428,10 +428,10 @@ def time_ratios(frame: pd.DataFrame) -> pd.DataFrame:
     """Seconds per client-round per (profile, clients, method), the fastest of its runs (seeds),
     and the ratio to FedAvg's. The fastest, as in benchmarking: a run that shared the machine's
     cores with other work is only ever slower, never faster, than the method's own cost."""
-    means = frame.groupby(["profile", "clients", "method"], as_index=False).seconds_per_client_round.min()
-    fedavg = means[means.method == "fedavg"].set_index(["profile", "clients"]).seconds_per_client_round
-    ratio = [r.seconds_per_client_round / fedavg.get((r.profile, r.clients), np.nan) for r in means.itertuples()]
-    return means.assign(ratio=ratio)
+    fastest = frame.groupby(["profile", "clients", "method"], as_index=False).seconds_per_client_round.min()
+    fedavg = fastest[fastest.method == "fedavg"].set_index(["profile", "clients"]).seconds_per_client_round
+    ratio = [r.seconds_per_client_round / fedavg.get((r.profile, r.clients), np.nan) for r in fastest.itertuples()]
+    return fastest.assign(ratio=ratio)
 
 
 def claims(table: pd.DataFrame) -> pd.DataFrame:
