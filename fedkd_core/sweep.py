@@ -105,9 +105,15 @@ def pace_line(split: dict) -> str:
             f"(on {', '.join(machines)}; divide by the workers that share the machine's cores)")
 
 
+def run_order(configs: list) -> list:
+    """The grid seed by seed (grid order within a seed): a sweep stopped early leaves every cell
+    with a first seed before any cell gets its second."""
+    return sorted(configs, key=lambda config: config.seed)
+
+
 def work(chapter: str, params_file: Path, limit: int | None, report, parent: int | None = None,
          robustness: bool = False) -> None:
-    """Claim and run what is left of the grid, in grid order, until nothing is left.
+    """Claim and run what is left of the grid, seed by seed (``run_order``), until nothing is left.
 
     ``report(kind, text)`` is told of every finished run ("done") and failure ("error"). A worker
     started by a sweep (``parent``: its process id) stops before its next run once that sweep has
@@ -115,7 +121,7 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
     """
     params, configs = load_grid(chapter, params_file, robustness)
     root, ran = results_dir(), 0
-    for config in configs:
+    for config in run_order(configs):
         if limit is not None and ran >= limit:
             return
         if parent is not None and os.getppid() != parent:

@@ -163,3 +163,10 @@ def test_the_dry_run_names_the_pace_and_machine_once_runs_are_done(smoke_grid, c
     sweep.main(["setting", "--params", str(smoke_grid), "--dry-run"])
     out = capsys.readouterr().out
     assert "1 done" in out and "left: about" in out and "at the pace of the 1 run done" in out
+
+
+def test_runs_are_claimed_seed_by_seed_in_grid_order_within_a_seed():
+    from types import SimpleNamespace
+    grid = [SimpleNamespace(algorithm=a, seed=s) for a in ("fedavg", "moon") for s in (0, 1, 2)]
+    order = [(c.algorithm, c.seed) for c in sweep.run_order(grid)]
+    assert order == [("fedavg", 0), ("moon", 0), ("fedavg", 1), ("moon", 1), ("fedavg", 2), ("moon", 2)]
