@@ -15,8 +15,8 @@
 # # Claims: what holds up
 #
 # Every claim the four papers make about their tables, judged from the records this book has
-# committed (the paper profile for KnFu, the reduced profiles for FedUA and FedGMKD), never from a
-# number typed into a page. Each claim is counted the same way on the paper's own table and on
+# committed (the paper profile for KnFu, the reduced profiles for FedUA, FedGMKD and FedCKD), never
+# from a number typed into a page. Each claim is counted the same way on the paper's own table and on
 # ours, by the function its chapter uses: a claim about $n$ cells **holds** when it is true in
 # all $n$ of ours, **partly** when in some, **does not hold** when in none. Claims whose data are
 # not available offline say so, and claims of a chapter without committed records say that.

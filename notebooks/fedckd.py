@@ -30,7 +30,7 @@
 # | **Models** | pFedSD's CNNs: `pfedsd_cnn_mnist` (FMNIST), `cnn5` (CIFAR-10, the 5-layer CNN), `pfedsd_cnn_cifar100`; ResNet-8 and MobileNetV2 for Table V |
 # | **Scenarios** | n = 20 clients, r = 1.0, T = 50 rounds; n = 100, r = 0.1, T = 100 |
 # | **Metric** | mean over clients of each client's accuracy on its local test set, at the final round (mean ± std over seeds) |
-# | **Profiles** | smoke (the defaults below, seconds, for CI); quick (`make book`: Fashion-MNIST, n = 20, a few rounds on a small pool, one seed, six methods); **reduced** (Tables I–II's Fashion-MNIST column at the paper's setting, n = 20, on 6,000 images for 20 rounds, all eight methods, 3 seeds, and Table IV's pair: its records are committed and shown in every profile); paper (every setting above, 3 seeds: GPU work) |
+# | **Profiles** | smoke (the defaults below, seconds, for CI); quick (`make book`: Fashion-MNIST, n = 20, a few rounds on a small pool, one seed, six methods); **reduced** (Tables I–II's Fashion-MNIST column at the paper's setting, n = 20, on 4,000 images for 15 rounds, all eight methods, 3 seeds, and Table IV's pair: its records are committed and shown in every profile); paper (every setting above, 3 seeds: GPU work) |
 # | **Rerun** | `papermill notebooks/fedckd.ipynb out.ipynb -f notebooks/params/quick/fedckd.yaml`; full grid: `python -m fedkd_core.sweep fedckd --params notebooks/params/paper/fedckd.yaml` |
 #
 # **Local test sets.** pFedSD's code (which FedCKD follows) pools train and test images, splits
@@ -43,8 +43,8 @@
 # **Compute.** The paper profile (every setting, 3 seeds, 50–100 rounds of 5 local epochs over
 # the whole training sets) is GPU work, CIFAR-10 in particular. On a 2-core CPU the **reduced**
 # profile (`python -m fedkd_core.sweep fedckd --params notebooks/params/reduced/fedckd.yaml
-# --workers 2`, about 4 hours) runs the Fashion-MNIST column at the paper's setting on a tenth of
-# the data. Every row below is labelled with the profile (and rounds) of the records it comes from.
+# --workers 2`, about 3.5 hours on 2 AMD EPYC cores) runs the Fashion-MNIST column at the paper's
+# setting on a fifteenth of the data. Every row below is labelled with the profile (and rounds) of the records it comes from.
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -187,8 +187,8 @@ if params.forgetting_rounds:
 # The main grid (Tables I–III, Figs. 4–5), the annealing ablation (Table IV) and the
 # sensitivity study (Table V) are lists of `ExperimentConfig`s; `run_experiment` returns the
 # stored record when the same configuration has run before. The committed records of the
-# **reduced** profile (Tables I–II's Fashion-MNIST column at the paper's setting on a tenth of the
-# images for 20 rounds, 3 seeds, and Table IV's pair) are shown whatever profile runs this
+# **reduced** profile (Tables I–II's Fashion-MNIST column at the paper's setting on a fifteenth of
+# the images for 15 rounds, 3 seeds, and Table IV's pair) are shown whatever profile runs this
 # notebook, each row labelled with its profile. A cell they cover is not run again as long as this
 # run uses the reduced profile's method (optimiser, KL direction, τ², first-round rule, γ; only the
 # scale may differ) and `reuse_reduced` is on. Change a method setting (`-p kl_direction
@@ -213,8 +213,8 @@ print(f"{len(every)} runs; profiles: {sorted(set(r.profile for r in every))} ({l
 # ran the cell, with its rounds. `ours − paper` is only a reproduction test for runs at the
 # paper's scale (profile `paper`). The **reduced** profile keeps the paper's setting (n = 20,
 # r = 1, E = 5, batch 64, SGD lr 0.01 momentum 0.9, Dir(0.1) or 2 classes per client, 3 seeds)
-# and changes only the scale: 6,000 training images (300 per client; the paper splits all 60,000,
-# 3,000 per client) and 20 rounds instead of 50, so every method sees a tenth of the data for
+# and changes only the scale: 4,000 training images (200 per client; the paper splits all 60,000,
+# 3,000 per client) and 15 rounds instead of 50, so every method sees a fifteenth of the data for
 # less time, and all of them are expected to land below the paper's numbers; what it tests is
 # the *order* of the methods. The quick and smoke profiles are smaller still.
 
@@ -415,7 +415,7 @@ if len(main):
     lines.append(f"In the paper's Tables I–II the FedCKD − pFedSD gap is {paper_gap.min():.2f} to {paper_gap.max():.2f} "
                  "points, often within the seed standard deviations: a gap of ours smaller than its spread over seeds "
                  "neither confirms nor refutes it. Smoke and quick runs are far shorter than the paper's, and the reduced "
-                 "profile sees a tenth of the data: they test the direction of the claims, not the paper's numbers.")
+                 "profile sees a fifteenth of the data: they test the direction of the claims, not the paper's numbers.")
     display(Markdown("\n\n".join(f"* {line}" for line in lines)))
 
 # %% [markdown]

@@ -70,5 +70,5 @@ def test_evidence_counts_seeds_per_cell_and_lists_the_rounds():
                if c.algorithm == "fedavg" or c.seed == 0]
     records.append(SimpleNamespace(config=replace(configs[0], rounds=5).resolved(), profile="quick"))
     assert ledger.evidence(records) == ("profile quick: 1 runs, 1 seed(s) per cell, 5 rounds; "
-                                        "profile reduced: 4 runs, 1-3 seed(s) per cell, 20 rounds")
+                                        "profile reduced: 4 runs, 1-3 seed(s) per cell, 15 rounds")
     assert ledger.evidence([]) == ledger.NO_RECORDS
