@@ -92,6 +92,11 @@ def estimated_seconds(left: list[dict], done: list) -> float | None:
     return sum(fmean(by_kind.get(run_kind(config), overall)) for config in left)
 
 
+def duration_text(seconds: float) -> str:
+    """Hours to a tenth from one hour on, whole minutes below (never "0.0 h")."""
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{max(1, round(seconds / 60))} min"
+
+
 def pace_line(split: dict) -> str:
     """The dry run's estimate of what is left, naming the machine the done records ran on."""
     done = split["done_records"]
@@ -100,7 +105,7 @@ def pace_line(split: dict) -> str:
         return ""
     machines = sorted({f"{r.environment.get('device_name', '?')} {r.environment.get('precision', '')}".strip()
                        for r in done})
-    return (f"left: about {seconds / 3600:.1f} h of one worker's compute at the pace of the "
+    return (f"left: about {duration_text(seconds)} of one worker's compute at the pace of the "
             f"{len(done)} run{'s' if len(done) != 1 else ''} done "
             f"(on {', '.join(machines)}; divide by the workers that share the machine's cores)")
 

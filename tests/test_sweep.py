@@ -170,3 +170,7 @@ def test_runs_are_claimed_seed_by_seed_in_grid_order_within_a_seed():
     grid = [SimpleNamespace(algorithm=a, seed=s) for a in ("fedavg", "moon") for s in (0, 1, 2)]
     order = [(c.algorithm, c.seed) for c in sweep.run_order(grid)]
     assert order == [("fedavg", 0), ("moon", 0), ("fedavg", 1), ("moon", 1), ("fedavg", 2), ("moon", 2)]
+
+
+def test_the_estimate_reads_in_minutes_below_an_hour():
+    assert [sweep.duration_text(s) for s in (5, 150, 3599, 3600, 5400)] == ["1 min", "2 min", "60 min", "1.0 h", "1.5 h"]
