@@ -142,7 +142,7 @@ training = pd.DataFrame([
      "source": "official parser defaults are 1, 1"},
     {"parameter": "pFedMe K, λ, η_p, β", "paper": "as pFedSD's paper",
      "used": "{inner_steps}, {lam}, {personal_lr}, {beta}".format(**algorithm_config("pfedme", {}).__dict__),
-     "source": "official README"},
+     "source": "official README's CNN command (its η_p = 0.09 for an MLP diverged here)"},
     {"parameter": "FedFomo M, validation share", "paper": "as pFedSD's paper",
      "used": "{num_models}, {val_fraction}".format(**algorithm_config("fedfomo", {}).__dict__), "source": "PFLlib"},
     {"parameter": "FedPer / LG-FedAvg shared part", "paper": "body / head",
