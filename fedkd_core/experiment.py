@@ -199,11 +199,32 @@ def server_update(algorithm, uploads: dict) -> None:
         algorithm.server_update(uploads)
 
 
+class DivergedError(FloatingPointError):
+    """A run's models have non-finite weights: its accuracies would be meaningless."""
+
+
+def has_nonfinite_weights(model: torch.nn.Module) -> bool:
+    return any(not bool(torch.isfinite(p).all()) for p in model.parameters())
+
+
+def check_finite(algorithm, users: dict) -> None:
+    """Stop a diverged run with the clients whose models are no longer finite, instead of
+    recording the accuracy of NaN predictions (a constant, near-chance ALMA) round after round."""
+    broken = sorted(k for model, clients in users.values() if has_nonfinite_weights(model) for k in clients)
+    global_model = algorithm.global_model()
+    if broken or (global_model is not None and has_nonfinite_weights(global_model)):
+        raise DivergedError(
+            f"{type(algorithm).__name__} diverged by round {algorithm.round}: non-finite weights in "
+            f"{'the global model' if not broken else f'the models of clients {broken}'}; "
+            "lower its learning rate(s) or check its hyperparameters")
+
+
 def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_precision: bool | str = False) -> dict:
     """ALMA and its spread over clients; the global model's accuracy when there is one.
 
     Each distinct model is run once, over the union of the test samples it is scored on (all of
     FedAvg's clients use the global model), and every client's accuracy is read off that run.
+    A model with non-finite weights raises :class:`DivergedError`.
     """
     global_model = algorithm.global_model()
     users: dict[int, tuple[torch.nn.Module, list[int]]] = {}
@@ -212,6 +233,7 @@ def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_prec
         users.setdefault(id(model), (model, []))[1].append(k)
     if global_model is not None:
         users.setdefault(id(global_model), (global_model, []))
+    check_finite(algorithm, users)
     accuracies, global_acc = [float("nan")] * data.num_clients, None
     for model, clients in users.values():
         scored = [data.client_test[k] for k in clients] + ([global_test] if model is global_model else [])

@@ -55,3 +55,13 @@ def test_a_round_does_not_depend_on_the_order_its_clients_run_in(algorithm):
     for client in range(3):
         a, b = forward.personal_model(client).state_dict(), backward.personal_model(client).state_dict()
         assert all(torch.equal(a[name], b[name]) for name in a), client
+
+
+def test_a_diverged_run_stops_naming_the_clients_whose_weights_are_not_finite():
+    from fedkd_core.experiment import DivergedError, evaluate
+
+    method = one_round("pfedme", [0, 1, 2], personal_lr=1e12)  # the inner steps blow θ up
+    with pytest.raises(DivergedError, match=r"PFedMe diverged by round 1: non-finite weights in the models of clients \[0, 1, 2\]"):
+        evaluate(method, method.ctx.data, method.ctx.data.global_test)
+    healthy = one_round("pfedme", [0, 1, 2])
+    assert 0 <= evaluate(healthy, healthy.ctx.data, healthy.ctx.data.global_test)["alma"] <= 1
