@@ -3,6 +3,7 @@
     python -m fedkd_core.sweep CHAPTER --params notebooks/params/paper/CHAPTER.yaml [--workers N]
     python -m fedkd_core.sweep CHAPTER --params ... --dry-run      # done / claimed / left, hours left
     python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness
+    python -m fedkd_core.sweep knfu --params ... --robustness --variant "R = 30 rounds"   # one variant
 
 Records go to ``<results>/<profile>/<algorithm>/<key>.json`` (see fedkd_core.results); stop it
 at any time and run the same command again to continue where it stopped. ``--workers N`` starts
@@ -42,15 +43,21 @@ def describe(config) -> str:
             f"{data.num_clients} clients{size} seed={config.seed}")
 
 
-def load_grid(chapter: str, params_file: Path, robustness: bool = False):
+def load_grid(chapter: str, params_file: Path, robustness: bool = False, variants: tuple[str, ...] = ()):
     """The profile's params and its runs: the chapter's grid, or with ``robustness`` the grid of
-    every variant of ``ROBUSTNESS`` around those params (fedkd_core.chapters.robustness)."""
+    every variant of ``ROBUSTNESS`` around those params (fedkd_core.chapters.robustness), or of
+    the ``variants`` named."""
     module = chapter_module(chapter)
     params = module.Params(**(yaml.safe_load(Path(params_file).read_text()) or {}))
     if robustness:
         if not hasattr(module, "ROBUSTNESS"):
             raise SystemExit(f"chapter {chapter!r} has no robustness variants (ROBUSTNESS)")
-        return params, robustness_grid(module, params)
+        try:
+            return params, robustness_grid(module, params, variants)
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
+    if variants:
+        raise SystemExit("--variant names a robustness variant: it needs --robustness")
     return params, experiments_to_run(module, params)
 
 
@@ -117,14 +124,14 @@ def run_order(configs: list) -> list:
 
 
 def work(chapter: str, params_file: Path, limit: int | None, report, parent: int | None = None,
-         robustness: bool = False) -> None:
+         robustness: bool = False, variants: tuple[str, ...] = ()) -> None:
     """Claim and run what is left of the grid, seed by seed (``run_order``), until nothing is left.
 
     ``report(kind, text)`` is told of every finished run ("done") and failure ("error"). A worker
     started by a sweep (``parent``: its process id) stops before its next run once that sweep has
     gone, however it was stopped (even by SIGKILL), instead of running on unseen.
     """
-    params, configs = load_grid(chapter, params_file, robustness)
+    params, configs = load_grid(chapter, params_file, robustness, variants)
     root, ran = results_dir(), 0
     for config in run_order(configs):
         if limit is not None and ran >= limit:
@@ -151,19 +158,20 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
 
 
 def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, queue, parent: int,
-            robustness: bool = False) -> None:
+            robustness: bool = False, variants: tuple[str, ...] = ()) -> None:
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(threads)
-    work(chapter, params_file, limit, lambda kind, text: queue.put((kind, text)), parent, robustness)
+    work(chapter, params_file, limit, lambda kind, text: queue.put((kind, text)), parent, robustness, variants)
 
 
 def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None, total: int,
-                robustness: bool = False) -> int:
+                robustness: bool = False, variants: tuple[str, ...] = ()) -> int:
     """Start ``workers`` processes on the grid; show their progress; the number of failures."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     threads = max(1, (os.cpu_count() or 1) // workers)
-    processes = [context.Process(target=_worker, args=(chapter, params_file, limit, threads, queue, os.getpid(), robustness),
+    processes = [context.Process(target=_worker, args=(chapter, params_file, limit, threads, queue, os.getpid(), robustness,
+                                                             variants),
                                  daemon=True)
                  for _ in range(workers)]
     for process in processes:
@@ -202,6 +210,22 @@ def _follow(processes, queue, chapter: str, workers: int, total: int) -> int:
     return failures + max(crashed, 0)
 
 
+def variant_lines(chapter: str, params, variants: tuple[str, ...], done: list) -> list[str]:
+    """For a robustness dry run: per variant, its runs, how many are done and one worker's time
+    for the rest at the pace of the ``done`` records (a run two variants share counts in both)."""
+    from .chapters.robustness import selected_variants, variant_params
+
+    module = chapter_module(chapter)
+    lines = []
+    for variant in selected_variants(module, variants):
+        configs = module.experiments(variant_params(params, variant))
+        left = [config.resolved() for config in configs if load_record(config) is None]
+        seconds = estimated_seconds(left, done) if left else 0.0
+        time_left = "" if seconds is None else f", about {duration_text(seconds)} left" if left else ""
+        lines.append(f"  {variant.name}: {len(configs)} runs, {len(configs) - len(left)} done{time_left}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("chapter")
@@ -211,25 +235,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="each worker runs at most this many new runs")
     parser.add_argument("--robustness", action="store_true",
                         help="run the chapter's robustness variants around the profile (ROBUSTNESS)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME",
+                        help="with --robustness: only this variant (repeatable; its name as the chapter lists it)")
     args = parser.parse_args(argv)
+    variants = tuple(args.variant)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # `kill` runs the clean-up
     if args.workers < 1:
         parser.error(f"--workers must be >= 1 (got {args.workers})")
 
-    params, configs = load_grid(args.chapter, args.params, args.robustness)
+    params, configs = load_grid(args.chapter, args.params, args.robustness, variants)
     split = status(configs, params.profile)
     print(f"{args.chapter} ({params.profile}): {len(configs)} runs: {len(split['done'])} done, "
           f"{len(split['claimed'])} claimed by running workers, {len(split['left'])} left")
     if args.dry_run:
         if line := pace_line(split):
             print(line)
+        if args.robustness:
+            print("\n".join(variant_lines(args.chapter, params, variants, split["done_records"])))
         for config in split["claimed"]:
             print(f"  claimed: {describe(config)}")
         return
     if not split["left"]:
         return
     start = time.perf_counter()
-    failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]), args.robustness)
+    failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]), args.robustness,
+                           variants)
     print(f"finished in {time.perf_counter() - start:.0f} s" + (f", {failures} failure(s)" if failures else ""))
     held = status(configs, params.profile)["claimed"]
     if held:

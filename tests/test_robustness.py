@@ -55,6 +55,22 @@ def test_the_sweep_runs_the_robustness_grid_with_the_flag():
         load_grid("setting", ROOT / "notebooks" / "params" / "quick" / "setting.yaml", robustness=True)
 
 
+def test_the_sweep_runs_only_the_named_variants_with_variant():
+    """``--variant`` runs one variant's grid first (e.g. the cheap Selective-FD threshold ones);
+    names match case-insensitively, and a wrong name lists the chapter's names."""
+    threshold = "Selective-FD without server filter"
+    params, configs = load_grid("knfu", BASE_FILE, robustness=True, variants=(threshold.upper(),))
+    expected = knfu.experiments(rb.variant_params(params, rb.selected_variants(knfu, (threshold,))[0]))
+    assert [config_hash(c) for c in configs] == [config_hash(c) for c in expected]
+    assert {c.algorithm for c in configs} == {"knfu", "fedmd", "selective_fd", "knfu_local"}
+    both = rb.selected_variants(knfu, ("λ = 2", "as in this chapter"))
+    assert [v.name for v in both] == ["as in this chapter", "λ = 2"]  # the chapter's order
+    with pytest.raises(SystemExit, match="no robustness variant named 'lr 1'.*'R = 30 rounds'"):
+        load_grid("knfu", BASE_FILE, robustness=True, variants=("lr 1",))
+    with pytest.raises(SystemExit, match="needs --robustness"):
+        load_grid("knfu", BASE_FILE, variants=(threshold,))
+
+
 def test_summarised_effects_count_cells_by_their_seed_mean():
     effects = pd.DataFrame({"alpha": [0.1, 0.1, 0.5, 0.5], "seed": [0, 1, 0, 1],
                             "A > B": [0.02, -0.01, -0.03, 0.01], "C > D": [0.01, 0.01, None, None]})
@@ -165,3 +181,15 @@ def test_fedgmkd_claim_effects_are_margins_per_metric():
     assert pd.isna(effects.loc[(10, "global"), best_local])
     assert effects.loc[(10, "global"), "FedGMKD beats FedAvg"] == pytest.approx(0.03)
     assert set(effects.columns) - {"seed"} <= set(fedgmkd.claims(fedgmkd.paper_table1()).claim)  # the ledger's names
+
+
+def test_a_robustness_dry_run_lists_each_variants_runs(tmp_path, monkeypatch, capsys):
+    from fedkd_core import sweep
+
+    monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
+    sweep.main(["knfu", "--params", str(BASE_FILE), "--robustness", "--dry-run", "--variant", "λ = 2",
+                "--variant", "R = 30 rounds"])
+    out = capsys.readouterr().out
+    per_variant = len(knfu.experiments(base()))
+    assert f"  R = 30 rounds: {per_variant} runs, 0 done\n  λ = 2: {per_variant} runs, 0 done" in out
+    assert "SGD" not in out

@@ -9,7 +9,8 @@ A chapter that takes part defines, as data:
   claim's effect (e.g. KnFu's ALMA minus FedMD's), positive where the claim is true.
 
 The grid of all variants runs through the resumable sweep
-(``python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness``);
+(``python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness``,
+with ``--variant NAME`` to run one variant first);
 variants that leave a method's config unchanged reuse its records, since a record's key is its
 config. :func:`claim_table` then says, per claim and variant, in how many cells the claim holds
 (mean effect over seeds > 0), the mean effect and its spread over seeds.
@@ -36,10 +37,25 @@ def variant_params(base, variant: Variant):
     return dataclasses.replace(base, **variant.overrides)
 
 
-def experiments(module: ModuleType, base) -> list:
-    """Every run of every variant once, variant by variant (the chapter's reading first)."""
+def selected_variants(module: ModuleType, names=()) -> tuple[Variant, ...]:
+    """The chapter's variants, or only those ``names`` name (case-insensitive, in the chapter's
+    order); a name the chapter lacks is a ValueError listing the names it has."""
+    if not names:
+        return tuple(module.ROBUSTNESS)
+    known = {variant.name.casefold(): variant for variant in module.ROBUSTNESS}
+    unknown = [name for name in names if name.casefold() not in known]
+    if unknown:
+        raise ValueError(f"no robustness variant named {', '.join(map(repr, unknown))}; "
+                         f"the variants are: {', '.join(repr(v.name) for v in module.ROBUSTNESS)}")
+    wanted = {name.casefold() for name in names}
+    return tuple(variant for variant in module.ROBUSTNESS if variant.name.casefold() in wanted)
+
+
+def experiments(module: ModuleType, base, names=()) -> list:
+    """Every run of every variant (or of the variants ``names`` names) once, variant by variant
+    (the chapter's reading first)."""
     unique = {}
-    for variant in module.ROBUSTNESS:
+    for variant in selected_variants(module, names):
         for config in module.experiments(variant_params(base, variant)):
             unique.setdefault(repr(config), config)
     return list(unique.values())
