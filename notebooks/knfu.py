@@ -290,3 +290,14 @@ display(Markdown(report.markdown_list(knfu.verdict(ours, paper_ran))))
 from fedkd_core.chapters import robustness  # noqa: E402
 
 robustness_table = robustness.show(knfu, "knfu")
+
+# %% [markdown]
+# **Is Selective-FD crippled by our threshold?** The paper gives no value for Selective-FD's server
+# filter (keep a transfer sample when its ensemble's entropy is at most τ·ln C) and the official
+# code has none. Per threshold of the grid: the share of the transfer set some client's KuLSIF
+# selector accepted, the share the server then kept (what every client distils on), Selective-FD's
+# ALMA and KnFu's lead over it, over the same cells and seeds. Fractions come from records run since
+# they were stored (`runs with fractions`).
+
+# %% tags=["hide-input"]
+display(knfu.selective_fd_filter_table().round(1))

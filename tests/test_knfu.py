@@ -198,3 +198,25 @@ def test_notebook_runs_only_cells_the_paper_records_do_not_cover(monkeypatch):
     assert chapter.method_differences(other) == ["lr"]
     assert chapter.reusable_paper_records(other) == []
     assert experiments_to_run(chapter, other) == chapter.experiments(other)
+
+
+@pytest.mark.parametrize("threshold", [0.5, 1.0])
+def test_selective_fd_records_the_share_of_transfer_samples_accepted_and_kept(threshold):
+    """Each round's record says which share of the transfer set some client accepted and which the
+    server's entropy filter kept; with the filter off (threshold 1) the two are equal."""
+    from fedkd_core.experiment import ExperimentConfig, simulate
+    from fedkd_core.federation import DataConfig
+    from fedkd_core.training import TrainConfig
+
+    config = ExperimentConfig(
+        algorithm="selective_fd", algorithm_params={"entropy_threshold": threshold, "aux_samples": 50},
+        data=DataConfig(dataset="mnist", num_clients=3, alpha=0.5, samples_per_client=30, transfer_size=40,
+                        local_test_size=20),
+        model="knfu_m1", train=TrainConfig(epochs=1, batch_size=8, lr=1e-3, optimizer="adam", mixed_precision=False),
+        rounds=2, global_test_size=None, seed=0)
+    history = simulate(config, progress=False)["history"]
+    for row in history:
+        assert 0 <= row["kept_fraction"] <= row["accepted_fraction"] <= 1
+        assert row["accepted_fraction"] * 40 == pytest.approx(round(row["accepted_fraction"] * 40))
+        if threshold >= 1:
+            assert row["kept_fraction"] == row["accepted_fraction"]

@@ -193,3 +193,31 @@ def test_a_robustness_dry_run_lists_each_variants_runs(tmp_path, monkeypatch, ca
     per_variant = len(knfu.experiments(base()))
     assert f"  R = 30 rounds: {per_variant} runs, 0 done\n  λ = 2: {per_variant} runs, 0 done" in out
     assert "SGD" not in out
+
+
+def test_the_selective_fd_filter_table_reports_what_each_threshold_keeps(monkeypatch):
+    """One row per threshold variant with records: the accepted and kept shares (round 1, mean over
+    rounds) from the records' histories, Selective-FD's ALMA and KnFu's lead over it."""
+    params = replace(base(), mnist_alphas="0.1", seeds=1)
+    kept = {0.5: (0.0, 0.2), 1.0: (0.9, 0.9)}  # per threshold: kept share in rounds 1 and 2
+
+    def records(module, base_params, variant, root=None):
+        threshold = rb.variant_params(base_params, variant).entropy_threshold
+        if threshold not in kept or variant.overrides.keys() - {"entropy_threshold"}:
+            return []
+        found = []
+        for config in module.experiments(rb.variant_params(base_params, variant)):
+            record = fake_record(config, {"knfu": 0.80, "selective_fd": 0.70 + threshold / 10}.get(config.algorithm, 0.6))
+            if config.algorithm == "selective_fd":
+                record.history = [{"alma": 0.5, "accepted_fraction": 0.9, "kept_fraction": k} for k in kept[threshold]]
+            found.append(record)
+        return found
+
+    monkeypatch.setattr(rb, "variant_records", records)
+    table = knfu.selective_fd_filter_table(params).set_index("threshold")
+    assert list(table.index) == ["0.5 ln C", "1 ln C"]
+    assert table.loc["0.5 ln C", "kept, round 1 (%)"] == 0.0
+    assert table.loc["0.5 ln C", "kept, mean over rounds (%)"] == pytest.approx(10.0)
+    assert table.loc["1 ln C", "accepted, round 1 (%)"] == pytest.approx(90.0)
+    assert table.loc["1 ln C", "Selective-FD ALMA (%)"] == pytest.approx(80.0)
+    assert table.loc["0.5 ln C", "KnFu − Selective-FD (points)"] == pytest.approx(5.0)

@@ -139,6 +139,7 @@ class SelectiveFD(TransferDistillation):
         super().__init__(config, ctx)
         self.accepted: dict[int, torch.Tensor] = {}
         self.kept: torch.Tensor | None = None  # the last round's server-side selection (for the chapter)
+        self.accepted_any: torch.Tensor | None = None  # samples at least one client accepted
 
     def upload_mask(self, client: int) -> torch.Tensor:
         if client not in self.accepted:
@@ -168,5 +169,14 @@ class SelectiveFD(TransferDistillation):
         clients = sorted(soft_labels)
         ensemble, any_accepted = selective_ensemble(torch.stack([soft_labels[k] for k in clients]),
                                                     torch.stack([masks[k] for k in clients]))
+        self.accepted_any = any_accepted
         self.kept = any_accepted & server_selection(ensemble, self.config.entropy_threshold)
         return {k: Fusion(ensemble, self.kept) for k in clients}
+
+    def round_metrics(self) -> dict:
+        """The share of transfer samples some client accepted and the share the server's entropy
+        filter then kept (what each client distils on), stored per round in the record."""
+        if self.kept is None:
+            return {}
+        return {"accepted_fraction": float(self.accepted_any.float().mean()),
+                "kept_fraction": float(self.kept.float().mean())}

@@ -7,6 +7,7 @@ so a sweep that stops early has every cell at seed 0 before any cell gets its se
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -444,7 +445,7 @@ def _robustness_variants():
         Variant("Selective-FD τ = 0.9 ln C", {"entropy_threshold": 0.9},
                 "a server filter that drops only near-uniform ensembles (top class below ≈ 0.35)"),
         Variant("Selective-FD without server filter", {"entropy_threshold": 1.0},
-                "the official code has no server-side selector; 0.5 ln C kept ≈ 0% of the samples in round 1"),
+                "the official code has no server-side selector (the table below shows what each threshold keeps)"),
     )
 
 
@@ -472,3 +473,35 @@ ROBUSTNESS_BASE = Params(
     profile="robustness", datasets="mnist", mnist_alphas="0.1,0.5,1", mnist_sizes="100", seeds=3, num_clients=20,
     rounds=15, cifar_rounds=30, local_test_size=200, example_size=100, example_rounds=3,
 )
+
+
+def selective_fd_filter_table(base: Params = ROBUSTNESS_BASE, root=None) -> pd.DataFrame:
+    """Selective-FD's server entropy filter at each threshold of the robustness grid: the share of
+    the transfer set some client accepted and the share the filter kept (round 1 and the mean over
+    rounds, from records that store them), Selective-FD's final ALMA and KnFu's lead over it (mean
+    over the cells and seeds run; points). Shows whether a threshold cripples the baseline."""
+    from .robustness import variant_params, variant_records
+
+    rows = []
+    for variant in ROBUSTNESS:
+        if variant.overrides and set(variant.overrides) != {"entropy_threshold"}:
+            continue
+        records = variant_records(sys.modules[__name__], base, variant, root)
+        selective = [r for r in records if r.config["algorithm"] == "selective_fd"]
+        if not selective:
+            continue
+        effects = claim_effects(records)
+        measured = [r.history for r in selective if "kept_fraction" in r.history[0]]
+        first = [h[0] for h in measured]
+        rows.append({
+            "threshold": f"{variant_params(base, variant).entropy_threshold:g} ln C",
+            "variant": variant.name, "runs": len(selective), "runs with fractions": len(measured),
+            "accepted, round 1 (%)": 100 * np.mean([row["accepted_fraction"] for row in first]) if first else np.nan,
+            "kept, round 1 (%)": 100 * np.mean([row["kept_fraction"] for row in first]) if first else np.nan,
+            "kept, mean over rounds (%)": (100 * np.mean([row["kept_fraction"] for h in measured for row in h])
+                                           if measured else np.nan),
+            "Selective-FD ALMA (%)": 100 * np.mean([r.final["alma"] for r in selective]),
+            "KnFu − Selective-FD (points)": (100 * effects["KnFu > Selective-FD"].mean()
+                                             if "KnFu > Selective-FD" in effects else np.nan),
+        })
+    return pd.DataFrame(rows)
