@@ -183,16 +183,37 @@ def environment(device: torch.device, bf16: bool) -> dict:
 
 
 def device_name(device: torch.device) -> str:
-    """The GPU's name, or the CPU's model name as /proc/cpuinfo gives it."""
+    """The GPU's name, or the CPU's as :func:`cpu_description` gives it from /proc/cpuinfo."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return cpu_description(Path("/proc/cpuinfo").read_text())
+    except (OSError, ValueError):
+        return platform.processor() or platform.machine()
+
+
+# The widest vector extension a CPU has, best first: what decides how fast (and in which precision,
+# see fedkd_core.precision) the chapters' models train on it.
+VECTOR_EXTENSIONS = (("amx_bf16", "AMX"), ("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX-512"),
+                     ("avx2", "AVX2"), ("asimd", "NEON"))
+
+
+def cpu_description(cpuinfo: str) -> str:
+    """The first processor's model name with its family, model and widest vector extension:
+    "AMD EPYC (family 25 model 17, AVX512-BF16)". Virtual machines often report a bare
+    "AMD EPYC" for CPUs generations apart (5-9x apart in bf16 speed), so the name alone does not
+    say which machine produced a timing. A ValueError when the text names no model."""
+    fields = {}
+    for line in cpuinfo.split("\n\n")[0].splitlines():
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    model_name = fields.get("model name")
+    if not model_name:
+        raise ValueError("cpuinfo names no CPU model")
+    flags = set(fields.get("flags", fields.get("Features", "")).split())
+    details = [f"family {fields['cpu family']} model {fields['model']}"] if "cpu family" in fields and "model" in fields else []
+    details += [label for flag, label in VECTOR_EXTENSIONS if flag in flags][:1]
+    return f"{model_name} ({', '.join(details)})" if details else model_name
 
 
 def record_precision(record: RunRecord) -> str:

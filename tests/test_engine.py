@@ -13,7 +13,7 @@ from fedkd_core.experiment import ExperimentConfig
 from fedkd_core.federation import DataConfig
 from fedkd_core.models import InputShape, make_model
 from fedkd_core.rekey import rekey
-from fedkd_core.results import RecordError, config_hash, key_of, load_record, run_experiment
+from fedkd_core.results import RecordError, config_hash, cpu_description, key_of, load_record, run_experiment
 from fedkd_core.training import TrainConfig, iterate_batches, train
 
 CPU = torch.device("cpu")
@@ -36,6 +36,21 @@ def test_cpu_bf16_probe_reads_amx_or_avx512_bf16_flags(tmp_path):
     assert precision._cpuinfo_has_bf16_flags(cpuinfo)
     assert not precision._cpuinfo_has_bf16_flags(tmp_path / "missing")
 
+
+
+ZEN1 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2 fma\n"
+ZEN4 = ("processor\t: 0\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n"
+        "flags\t\t: fpu avx2 avx512f avx512_bf16\n\nprocessor\t: 1\nmodel name\t: something else\n")
+
+
+def test_two_cpus_with_the_same_model_name_are_told_apart_by_family_model_and_vector_extension():
+    assert cpu_description(ZEN1) == "AMD EPYC (family 23 model 1, AVX2)"
+    assert cpu_description(ZEN4) == "AMD EPYC (family 25 model 17, AVX512-BF16)"
+    sapphire = "cpu family\t: 6\nmodel\t\t: 143\nmodel name\t: Intel Xeon\nflags\t: avx2 avx512f avx512_bf16 amx_bf16\n"
+    assert cpu_description(sapphire) == "Intel Xeon (family 6 model 143, AMX)"
+    assert cpu_description("model name\t: Some CPU\n") == "Some CPU"
+    with pytest.raises(ValueError, match="names no CPU model"):
+        cpu_description("flags\t: avx2\n")
 
 @pytest.mark.parametrize("bad", ["yes", "bf16", 1, None])
 def test_mixed_precision_accepts_only_auto_true_false(bad):
