@@ -51,10 +51,9 @@ except ImportError as error:  # pragma: no cover - the message is the point
     raise ImportError("fedkd_core.flower needs Flower: pip install -e '.[flower]'") from error
 
 from .algorithms import Context as AlgorithmContext, algorithm_class, algorithm_config
-from .experiment import ExperimentConfig, client_step, default_device, simulate
-from .federation import DataConfig, build_federated_data
+from .experiment import ExperimentConfig, client_step, config_from_dict, default_device, simulate
+from .federation import build_federated_data
 from .results import config_hash, outcome_record, save_record
-from .training import TrainConfig
 
 ENGINE = "flower"
 DEFAULT_TIMEOUT = 3600.0  # seconds one exchange (all of a round's clients) may take
@@ -80,13 +79,6 @@ def from_record(record: RecordDict) -> dict:
 def config_json(config: ExperimentConfig) -> str:
     """The config as JSON, with its hash, for the clients to rebuild it (plain data, no pickle)."""
     return json.dumps({"config": dataclasses.asdict(config), "key": config_hash(config)})
-
-
-def config_from_dict(raw: dict) -> ExperimentConfig:
-    """An ExperimentConfig from plain data (the fields of ExperimentConfig; ``data`` and ``train``
-    nested), as YAML or JSON give it."""
-    return ExperimentConfig(**{**raw, "data": DataConfig(**raw.get("data", {})),
-                               "train": TrainConfig(**raw.get("train", {}))})
 
 
 @functools.lru_cache(maxsize=2)

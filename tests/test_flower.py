@@ -160,7 +160,8 @@ def test_ray_that_cannot_start_is_reported_with_the_fix():
 
 
 def test_clients_rebuild_the_servers_config_from_the_message():
-    from fedkd_core.flower import config_from_dict, config_json
+    from fedkd_core.experiment import config_from_dict
+    from fedkd_core.flower import config_json
     from fedkd_core.results import config_hash
     import json
 
