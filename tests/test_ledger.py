@@ -39,6 +39,29 @@ def test_fedckd_claims_on_hand_made_means_and_on_the_papers_tables():
     assert tuple(paper.loc["FedCKD > pFedSD"]) == (12, 12)  # Tables I-II: FedCKD above pFedSD everywhere
 
 
+
+def test_fedckd_annealing_claim_compares_each_cell_with_and_without_annealing():
+    means = pd.DataFrame({"dataset": ["d", "d", "e", "e", "f"], "setting": ["practical"] * 5, "clients": [20] * 5,
+                          "annealing": [True, False, True, False, True], "mean": [71.0, 70.5, 60.0, 60.0, 55.0]})
+    table = fedckd.annealing_claims(means).set_index("claim")  # f has no constant-λ run: not a cell
+    assert tuple(table.loc[fedckd.ANNEALING_CLAIM]) == (1, 2)  # a tie is not a gain
+    paper = fedckd.annealing_claims(fedckd.paper_table4().assign(setting="practical", clients=20))
+    assert tuple(paper.set_index("claim").loc[fedckd.ANNEALING_CLAIM]) == (1, 1)  # 57.25 > 57.08
+    assert fedckd.annealing_claims(means[means.annealing]).empty
+
+
+def test_fedckd_annealing_records_are_the_cells_where_both_gammas_ran():
+    from types import SimpleNamespace
+
+    def record(gamma, partition="dirichlet", seed=0):
+        return SimpleNamespace(config={"algorithm": "fedckd", "algorithm_params": {"gamma": gamma}, "seed": seed,
+                                       "data": {"dataset": "fashion_mnist", "partition": partition, "num_clients": 20}})
+
+    pair = [record(0.99), record(1.0), record(0.99, seed=1)]
+    alone = [record(0.99, partition="pathological")]
+    other = [SimpleNamespace(config={"algorithm": "pfedsd", "algorithm_params": {}, "data": {}})]
+    assert fedckd.annealing_records(pair + alone + other) == pair
+
 def test_the_ledger_has_every_chapter_and_links_to_existing_pages():
     table = ledger.ledger()
     assert list(dict.fromkeys(table.chapter)) == ["KnFu", "FedCKD", "FedUA", "FedGMKD"]
