@@ -52,6 +52,36 @@ def test_two_cpus_with_the_same_model_name_are_told_apart_by_family_model_and_ve
     with pytest.raises(ValueError, match="names no CPU model"):
         cpu_description("flags\t: avx2\n")
 
+
+def test_profiles_whose_records_are_committed_run_fp32_on_every_machine():
+    import dataclasses
+    from pathlib import Path
+
+    import yaml
+
+    from fedkd_core.chapters import chapter_module
+
+    params = Path(__file__).resolve().parents[1] / "notebooks" / "params"
+    checked = 0
+    for profile in ("paper", "reduced", "robustness"):
+        for path in sorted((params / profile).glob("*.yaml")):
+            fields = {f.name for f in dataclasses.fields(chapter_module(path.stem).Params)}
+            if "mixed_precision" in fields:
+                assert yaml.safe_load(path.read_text())["mixed_precision"] is False, path
+                checked += 1
+    assert checked == 12  # setting paper; KnFu paper and robustness; FedCKD, FedUA, FedGMKD paper, reduced, robustness
+
+
+def test_precision_is_no_method_difference_so_an_fp32_record_stands_for_a_bf16_run():
+    from dataclasses import replace
+
+    from fedkd_core.chapters import fedckd, fedgmkd, fedua, knfu
+
+    assert knfu.method_differences(replace(knfu.PAPER_PROFILE, mixed_precision="auto")) == []
+    for chapter in (fedckd, fedgmkd, fedua):
+        assert chapter.method_differences(replace(chapter.REDUCED_PROFILE, mixed_precision=True)) == []
+        assert chapter.method_differences(replace(chapter.REDUCED_PROFILE, seeds=1, mixed_precision="auto")) == []
+
 @pytest.mark.parametrize("bad", ["yes", "bf16", 1, None])
 def test_mixed_precision_accepts_only_auto_true_false(bad):
     with pytest.raises(ValueError, match="mixed_precision must be 'auto', true or false"):

@@ -37,12 +37,18 @@ def experiments_to_run(module: ModuleType, params) -> list:
     return chosen(params)
 
 
+# Fields that say how a run executes, not what it computes (a record's key leaves them out too, see
+# fedkd_core.results.EXECUTION_SETTINGS): a record made in fp32 stands for a cell a bf16 run would make.
+EXECUTION_FIELDS = frozenset({"mixed_precision"})
+
+
 def method_differences(params, reference, scale_fields: frozenset[str]) -> list[str]:
     """The fields outside ``scale_fields`` (those that only set a run's size or which cells run)
-    in which ``params`` differs from ``reference``: empty when both run the same method, so that a
-    record made with ``reference`` may stand for a cell of ``params``."""
+    and :data:`EXECUTION_FIELDS` in which ``params`` differs from ``reference``: empty when both
+    run the same method, so that a record made with ``reference`` may stand for a cell of ``params``."""
+    ignored = scale_fields | EXECUTION_FIELDS
     return [f.name for f in dataclasses.fields(params)
-            if f.name not in scale_fields and getattr(params, f.name) != getattr(reference, f.name)]
+            if f.name not in ignored and getattr(params, f.name) != getattr(reference, f.name)]
 
 
 def reuses_reduced(params, differences: list[str]) -> bool:

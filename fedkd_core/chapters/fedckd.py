@@ -460,7 +460,7 @@ REDUCED_PROFILE = Params(
     profile="reduced", datasets="fashion_mnist", settings="practical,pathological", scenarios="20:1.0:15",
     algorithms="fedavg,fedprox,fedper,lg_fedavg,pfedme,fedfomo,pfedsd,fedckd", seeds=3, alpha=0.1, pool_size=4000,
     local_test_size=200, global_test_size=0, local_epochs=5, batch_size=64, lr=0.01, momentum=0.9, weight_decay=1e-5,
-    eval_every=1, fedprox_mu=0.01, annealing_datasets="fashion_mnist", sensitivity_dataset="", forgetting_rounds=2,
+    eval_every=1, fedprox_mu=0.01, annealing_datasets="fashion_mnist", sensitivity_dataset="", forgetting_rounds=2, mixed_precision=False,
 )
 
 

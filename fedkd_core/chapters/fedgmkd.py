@@ -226,7 +226,7 @@ REDUCED_PROFILE = Params(
     profile="reduced", methods=",".join(PAPER_METHODS + ("fedgmkd_code", "hk_dat")), clients="10,20,50",
     ablation_alphas="0.2,5", seeds=3,
     model="cnn5_code32", samples_per_client=500, transfer_size=500, rounds=15, local_epochs=3, batch_size=64,
-    max_components=6, local_test_size=200, global_test_size=0,
+    max_components=6, local_test_size=200, global_test_size=0, mixed_precision=False,
 )
 
 

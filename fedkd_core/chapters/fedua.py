@@ -197,7 +197,7 @@ REDUCED_PROFILE = Params(
     profile="reduced", partitions="step,dir0.1,dir0.5", participations="1.0,0.7,0.4",
     table1_ratios="0.2,0.4,0.6,0.8,1.0", seeds=3, model="resnet8", num_clients=10, pool_size=4000,
     transfer_size=1000, major_fraction=0.98, rounds=10, local_epochs=3, server_epochs=3, local_test_size=100,
-    global_test_size=0, eval_every=2,
+    global_test_size=0, eval_every=2, mixed_precision=False,
 )
 
 

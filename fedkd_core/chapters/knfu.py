@@ -288,7 +288,7 @@ def neighbour_agreement(weights: np.ndarray, histograms: np.ndarray) -> dict:
 PAPER_PROFILE = Params(
     profile="paper", datasets="mnist,cifar10", mnist_alphas="0.1,0.25,0.5,1", mnist_sizes="100,50,200",
     cifar_alphas="0.1,0.5,1", cifar_sizes="500,1000", seeds=3, num_clients=20, rounds=15, cifar_rounds=30,
-    local_test_size=200, example_size=100, example_rounds=3,
+    local_test_size=200, example_size=100, example_rounds=3, mixed_precision=False,
 )
 
 
@@ -471,7 +471,7 @@ def claim_effects(records) -> pd.DataFrame:
 # checks it): the paper profile's MNIST cells at |D_n| = 100, alpha 0.1, 0.5, 1, 3 seeds.
 ROBUSTNESS_BASE = Params(
     profile="robustness", datasets="mnist", mnist_alphas="0.1,0.5,1", mnist_sizes="100", seeds=3, num_clients=20,
-    rounds=15, cifar_rounds=30, local_test_size=200, example_size=100, example_rounds=3,
+    rounds=15, cifar_rounds=30, local_test_size=200, example_size=100, example_rounds=3, mixed_precision=False,
 )
 
 

@@ -1,0 +1,90 @@
+"""How far stored runs move when they are rerun on this machine, in fp32 and in bf16.
+
+    python benchmarks/precision_drift.py results/paper/knfu/*.json --limit 4
+
+A record's key leaves its precision out (results/README.md), so a chapter may show a bf16 record
+beside fp32 ones. This reruns each given record's configuration here once per precision, into a
+temporary results folder (the stored record is not touched), and prints per record the stored
+final ALMA and global accuracy beside each rerun's, with the difference in points.
+
+The rerun in the record's own precision is the noise floor: it differs from the stored run only
+by the machine (other CPUs' kernels round differently, and the difference compounds over
+training). bf16's difference says something about precision only where it exceeds that floor.
+Not a test: what it prints depends on the machine, which it names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from fedkd_core.experiment import config_from_dict
+from fedkd_core.results import device_name, read_record, record_precision, run_experiment
+
+PRECISIONS = {"fp32": False, "bf16": True}
+METRICS = ("alma", "global_acc")
+
+
+def in_precision(config, precision: str):
+    """``config`` with its precision forced to ``precision`` ("fp32" or "bf16")."""
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, mixed_precision=PRECISIONS[precision]))
+
+
+def final_points(history: list, metric: str) -> float | None:
+    value = history[-1].get(metric)
+    return None if value is None else 100.0 * value
+
+
+def drift_rows(path: Path, precisions: list[str], root: Path) -> list[dict]:
+    """One row per rerun of the record at ``path``: its cell, the stored and rerun final metrics."""
+    record = read_record(path)
+    config = config_from_dict(record.config)
+    cell = {"record": path.stem, "algorithm": config.algorithm, "dataset": config.data.dataset,
+            "alpha": config.data.alpha, "seed": config.seed, "stored in": record_precision(record),
+            "stored on": record.environment.get("device_name", "?")}
+    rows = []
+    for precision in precisions:
+        rerun = run_experiment(in_precision(config, precision), root=root, use_cache=False,
+                               profile="drift", progress=False)
+        row = {**cell, "rerun in": precision, "seconds": round(rerun.timings["total_seconds"], 1)}
+        for metric in METRICS:
+            stored, ours = final_points(record.history, metric), final_points(rerun.history, metric)
+            if stored is not None and ours is not None:
+                row[f"{metric} stored"], row[f"{metric} rerun"] = round(stored, 2), round(ours, 2)
+                row[f"{metric} Δ"] = round(ours - stored, 2)
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("records", nargs="+", type=Path, help="stored run records (JSON)")
+    parser.add_argument("--limit", type=int, default=None, help="rerun only the first N records (sorted by name)")
+    parser.add_argument("--precisions", default="fp32,bf16", help="comma-separated, of fp32 and bf16")
+    args = parser.parse_args(argv)
+    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+    unknown = [p for p in precisions if p not in PRECISIONS]
+    if unknown or not precisions:
+        parser.error(f"--precisions takes fp32 and/or bf16 (got {args.precisions!r})")
+    paths = sorted(args.records)[: args.limit]
+    print(f"rerunning {len(paths)} record(s) on {device_name(torch.device('cpu'))}, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)", flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="fedkd-drift-") as root:
+        for path in paths:
+            rows += drift_rows(path, precisions, Path(root))
+            print(pd.DataFrame(rows[-len(precisions):]).drop(columns=["stored on"]).to_string(index=False), flush=True)
+    table = pd.DataFrame(rows)
+    print("\n" + table.to_markdown(index=False))
+    for precision in precisions:
+        deltas = table.loc[table["rerun in"] == precision, "alma Δ"].abs()
+        print(f"{precision}: |Δ ALMA| mean {deltas.mean():.2f}, max {deltas.max():.2f} points over {len(deltas)} run(s)")
+
+
+if __name__ == "__main__":
+    main()
