@@ -32,7 +32,8 @@ from tqdm import tqdm
 from . import claims
 from .chapters import chapter_module, experiments_to_run
 from .chapters.robustness import experiments as robustness_grid
-from .results import config_hash, load_record, results_dir, run_experiment
+from .experiment import default_device
+from .results import config_hash, device_name, load_record, results_dir, run_experiment
 
 
 def describe(config) -> str:
@@ -86,17 +87,27 @@ def run_kind(config: dict) -> tuple:
     return config["algorithm"], config["data"]["dataset"], config["data"]["num_clients"], config["model"]
 
 
-def estimated_seconds(left: list[dict], done: list) -> float | None:
+def estimated_seconds(left: list[dict], done: list, here: str | None = None) -> float | None:
     """One worker's seconds for the ``left`` resolved configs at the pace of the ``done`` records:
-    per run, the mean ``total_seconds`` of the done runs of its :func:`run_kind`, else of all done
-    runs. None without done records (nothing to go by)."""
+    per run, the mean ``total_seconds`` of the done runs of its :func:`run_kind` made on ``here``
+    (this machine's ``device_name``; CPUs that share a name can be several times apart), else of
+    its kind on any machine, else of all done runs. None without done records (nothing to go by)."""
     if not done:
         return None
-    by_kind: dict[tuple, list[float]] = {}
+    local: dict[tuple, list[float]] = {}
+    anywhere: dict[tuple, list[float]] = {}
     for record in done:
-        by_kind.setdefault(run_kind(record.config), []).append(record.timings["total_seconds"])
+        seconds = record.timings["total_seconds"]
+        anywhere.setdefault(run_kind(record.config), []).append(seconds)
+        if here is not None and record.environment.get("device_name") == here:
+            local.setdefault(run_kind(record.config), []).append(seconds)
     overall = [record.timings["total_seconds"] for record in done]
-    return sum(fmean(by_kind.get(run_kind(config), overall)) for config in left)
+    return sum(fmean(local.get(run_kind(config)) or anywhere.get(run_kind(config), overall)) for config in left)
+
+
+def this_machine() -> str:
+    """The ``device_name`` this machine's runs record (the GPU's where there is one)."""
+    return device_name(default_device())
 
 
 def duration_text(seconds: float) -> str:
@@ -107,14 +118,17 @@ def duration_text(seconds: float) -> str:
 def pace_line(split: dict) -> str:
     """The dry run's estimate of what is left, naming the machine the done records ran on."""
     done = split["done_records"]
-    seconds = estimated_seconds([config.resolved() for config in split["left"]], done)
+    here = this_machine()
+    seconds = estimated_seconds([config.resolved() for config in split["left"]], done, here)
     if seconds is None or not split["left"]:
         return ""
     machines = sorted({f"{r.environment.get('device_name', '?')} {r.environment.get('precision', '')}".strip()
                        for r in done})
+    mine = sum(r.environment.get("device_name") == here for r in done)
+    where = f"{mine} of them on this machine's {here}, counted first" if mine else f"none on this machine's {here}"
     return (f"left: about {duration_text(seconds)} of one worker's compute at the pace of the "
             f"{len(done)} run{'s' if len(done) != 1 else ''} done "
-            f"(on {', '.join(machines)}; divide by the workers that share the machine's cores)")
+            f"(on {', '.join(machines)}; {where}; divide by the workers that share the machine's cores)")
 
 
 def run_order(configs: list) -> list:
@@ -220,7 +234,7 @@ def variant_lines(chapter: str, params, variants: tuple[str, ...], done: list) -
     for variant in selected_variants(module, variants):
         configs = module.experiments(variant_params(params, variant))
         left = [config.resolved() for config in configs if load_record(config) is None]
-        seconds = estimated_seconds(left, done) if left else 0.0
+        seconds = estimated_seconds(left, done, this_machine()) if left else 0.0
         time_left = "" if seconds is None else f", about {duration_text(seconds)} left" if left else ""
         lines.append(f"  {variant.name}: {len(configs)} runs, {len(configs) - len(left)} done{time_left}")
     return lines

@@ -148,13 +148,20 @@ def test_the_dry_run_estimates_what_is_left_from_the_pace_of_like_runs():
     def config(algorithm, clients):
         return {"algorithm": algorithm, "model": "cnn", "data": {"dataset": "cifar10", "num_clients": clients}}
 
-    done = [SimpleNamespace(config=config("fedavg", 10), timings={"total_seconds": 100.0}),
-            SimpleNamespace(config=config("fedavg", 10), timings={"total_seconds": 120.0}),
-            SimpleNamespace(config=config("fedavg", 50), timings={"total_seconds": 500.0})]
+    def record(algorithm, clients, seconds, machine="AMD EPYC (family 23 model 1, AVX2)"):
+        return SimpleNamespace(config=config(algorithm, clients), timings={"total_seconds": seconds},
+                               environment={"device_name": machine})
+
+    done = [record("fedavg", 10, 100.0), record("fedavg", 10, 120.0), record("fedavg", 50, 500.0)]
     # like runs go by their own kind's mean; a kind never done by the mean of every done run
     assert sweep.estimated_seconds([config("fedavg", 10), config("fedavg", 50)], done) == 110.0 + 500.0
     assert sweep.estimated_seconds([config("moon", 20)], done) == 240.0
     assert sweep.estimated_seconds([config("fedavg", 10)], []) is None
+    # runs of a kind made on this machine count first: another CPU of the same name may be 3x slower
+    zen4 = "AMD EPYC (family 25 model 17, AVX512-BF16)"
+    mixed = done + [record("fedavg", 10, 40.0, zen4)]
+    assert sweep.estimated_seconds([config("fedavg", 10), config("fedavg", 50)], mixed, here=zen4) == 40.0 + 500.0
+    assert sweep.estimated_seconds([config("fedavg", 10)], mixed) == (100.0 + 120.0 + 40.0) / 3
 
 
 def test_the_dry_run_names_the_pace_and_machine_once_runs_are_done(smoke_grid, capsys):
@@ -163,6 +170,7 @@ def test_the_dry_run_names_the_pace_and_machine_once_runs_are_done(smoke_grid, c
     sweep.main(["setting", "--params", str(smoke_grid), "--dry-run"])
     out = capsys.readouterr().out
     assert "1 done" in out and "left: about" in out and "at the pace of the 1 run done" in out
+    assert "1 of them on this machine's" in out
 
 
 def test_runs_are_claimed_seed_by_seed_in_grid_order_within_a_seed():
