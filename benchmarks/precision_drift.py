@@ -10,7 +10,9 @@ final ALMA and global accuracy beside each rerun's, with the difference in point
 The rerun in the record's own precision is the noise floor: it differs from the stored run only
 by the machine (other CPUs' kernels round differently, and the difference compounds over
 training). bf16's difference says something about precision only where it exceeds that floor.
-Not a test: what it prints depends on the machine, which it names.
+Runs go in-process on this machine's default device, whatever engine made the record (a Flower
+record reruns in-process: the adapter gives the same numbers). Not a test: what it prints depends
+on the machine, which it names.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from fedkd_core.experiment import config_from_dict
+from fedkd_core.experiment import config_from_dict, default_device
+from fedkd_core.precision import bf16_is_native
 from fedkd_core.results import device_name, read_record, record_precision, run_experiment
 
 PRECISIONS = {"fp32": False, "bf16": True}
@@ -72,8 +75,13 @@ def main(argv: list[str] | None = None) -> None:
     if unknown or not precisions:
         parser.error(f"--precisions takes fp32 and/or bf16 (got {args.precisions!r})")
     paths = sorted(args.records)[: args.limit]
-    print(f"rerunning {len(paths)} record(s) on {device_name(torch.device('cpu'))}, "
+    if not paths:
+        parser.error("no records to rerun")
+    device = default_device()
+    print(f"rerunning {len(paths)} record(s) on {device_name(device)}, "
           f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)", flush=True)
+    if "bf16" in precisions and not bf16_is_native(device):
+        print("note: this device has no native bf16, so the bf16 reruns are 5-11x slower than fp32", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="fedkd-drift-") as root:
         for path in paths:

@@ -56,12 +56,12 @@ class ExperimentConfig:
         return as_dict
 
 
-
 def config_from_dict(raw: dict) -> ExperimentConfig:
     """An ExperimentConfig from plain data (the fields of ExperimentConfig; ``data`` and ``train``
     nested), as YAML, JSON or a stored record's ``config`` give it."""
     return ExperimentConfig(**{**raw, "data": DataConfig(**raw.get("data", {})),
                                "train": TrainConfig(**raw.get("train", {}))})
+
 
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+
 def check_mixed_precision(setting) -> None:
     if not (isinstance(setting, bool) or setting == "auto"):
         raise ValueError(f"mixed_precision must be 'auto', true or false (got {setting!r})")
@@ -50,6 +51,15 @@ def use_bf16(setting, device: torch.device) -> bool:
     """Whether a run with ``mixed_precision=setting`` on ``device`` uses bf16 autocast."""
     check_mixed_precision(setting)
     return bf16_is_native(device) if setting == "auto" else bool(setting)
+
+
+def describe_setting(setting) -> str:
+    """What ``mixed_precision=setting`` runs in, for a chapter's table of settings."""
+    check_mixed_precision(setting)
+    if setting == "auto":
+        return "auto: bf16 autocast only where the hardware has native bf16, else fp32"
+    return ("true: bf16 autocast on every machine" if setting else
+            "false: fp32 on every machine (committed profiles: their records are compared with one another)")
 
 
 def precision_name(bf16: bool) -> str:

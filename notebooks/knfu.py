@@ -73,6 +73,7 @@ from IPython.display import Markdown, display
 from fedkd_core import plots, report
 from fedkd_core.chapters import knfu, notebook_params, reuse_message
 from fedkd_core.models import InputShape, make_model
+from fedkd_core.precision import describe_setting
 from fedkd_core.results import run_experiment
 
 
@@ -108,7 +109,7 @@ hyperparameters = pd.DataFrame([
     ("Selective-FD client selector", "KuLSIF, first quartile", "KuLSIF on raw pixels, σ = 5·√(d/784), fit on ½ of D_n, quartile on the other ½", "official code, adapted"),
     ("Selective-FD server selector", "entropy threshold (value not found)", f"H(ŷ) ≤ {params.entropy_threshold}·ln C", "ours"),
     ("local test set", "not defined", f"{params.local_test_size} test images per client, client's class proportions", "ours"),
-    ("precision", "—", f"mixed_precision={params.mixed_precision}: bf16 autocast only where the hardware has native bf16", "ours (speed)"),
+    ("precision", "—", f"mixed_precision {describe_setting(params.mixed_precision)}", "ours (see results/README.md)"),
 ], columns=["hyperparameter", "paper", "used here", "source"])
 display(hyperparameters.astype(str).set_index("hyperparameter"))
 

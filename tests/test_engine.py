@@ -82,6 +82,7 @@ def test_precision_is_no_method_difference_so_an_fp32_record_stands_for_a_bf16_r
         assert chapter.method_differences(replace(chapter.REDUCED_PROFILE, mixed_precision=True)) == []
         assert chapter.method_differences(replace(chapter.REDUCED_PROFILE, seeds=1, mixed_precision="auto")) == []
 
+
 @pytest.mark.parametrize("bad", ["yes", "bf16", 1, None])
 def test_mixed_precision_accepts_only_auto_true_false(bad):
     with pytest.raises(ValueError, match="mixed_precision must be 'auto', true or false"):

@@ -62,6 +62,7 @@ def test_fedckd_annealing_records_are_the_cells_where_both_gammas_ran():
     other = [SimpleNamespace(config={"algorithm": "pfedsd", "algorithm_params": {}, "data": {}})]
     assert fedckd.annealing_records(pair + alone + other) == pair
 
+
 def test_the_ledger_has_every_chapter_and_links_to_existing_pages():
     table = ledger.ledger()
     assert list(dict.fromkeys(table.chapter)) == ["KnFu", "FedCKD", "FedUA", "FedGMKD"]

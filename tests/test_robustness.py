@@ -126,7 +126,7 @@ def test_fedckd_claim_effects_pair_runs_by_cell_and_seed():
     records = [fake_record(c, alma[(c.algorithm, c.algorithm_params.get("gamma"))]) for c in fedckd.experiments(params)]
     effects = fedckd.claim_effects(records).iloc[0]
     assert effects["FedCKD > pFedSD"] == pytest.approx(0.03)
-    assert effects["annealing helps (γ < 1 > γ = 1)"] == pytest.approx(-0.01)
+    assert effects[fedckd.ANNEALING_CLAIM] == pytest.approx(-0.01)
 
 
 @pytest.mark.parametrize("chapter", [fedua, fedgmkd])

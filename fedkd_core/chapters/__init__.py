@@ -14,6 +14,8 @@ import difflib
 import importlib
 from types import ModuleType
 
+from ..results import EXECUTION_SETTINGS
+
 CHAPTERS: dict[str, str] = {
     "setting": "fedkd_core.chapters.setting",
     "scaling": "fedkd_core.chapters.scaling",
@@ -37,9 +39,9 @@ def experiments_to_run(module: ModuleType, params) -> list:
     return chosen(params)
 
 
-# Fields that say how a run executes, not what it computes (a record's key leaves them out too, see
+# Fields that say how a run executes, not what it computes (the ones a record's key leaves out,
 # fedkd_core.results.EXECUTION_SETTINGS): a record made in fp32 stands for a cell a bf16 run would make.
-EXECUTION_FIELDS = frozenset({"mixed_precision"})
+EXECUTION_FIELDS = frozenset(name for _, name in EXECUTION_SETTINGS)
 
 
 def method_differences(params, reference, scale_fields: frozenset[str]) -> list[str]:

@@ -557,8 +557,10 @@ def annealing_records(records) -> list:
     cell = lambda r: (r.config["data"]["dataset"], r.config["data"]["partition"], r.config["data"]["num_clients"])  # noqa: E731
     kinds: dict[tuple, set] = {}
     for record in fedckd:
-        kinds.setdefault(cell(record), set()).add(record.config["algorithm_params"]["gamma"] < 1.0)
-    return [r for r in fedckd if len(kinds[cell(r)]) == 2]
+        gamma = record.config["algorithm_params"].get("gamma")
+        if gamma is not None:
+            kinds.setdefault(cell(record), set()).add(gamma < 1.0)
+    return [r for r in fedckd if len(kinds.get(cell(r), ())) == 2]
 
 
 def ledger_rows(root=None) -> pd.DataFrame:
@@ -624,5 +626,5 @@ def claim_effects(records) -> pd.DataFrame:
         effects["FedCKD > pFedSD"] = wide.fedckd - wide.pfedsd
     constant = frame[(frame.algorithm == "fedckd") & (frame.gamma == 1.0)].set_index(keys).alma
     if len(constant) and "fedckd" in wide:
-        effects = effects.join((wide.fedckd - constant).rename("annealing helps (γ < 1 > γ = 1)"), how="outer")
+        effects = effects.join((wide.fedckd - constant).rename(ANNEALING_CLAIM), how="outer")
     return effects.reset_index()
