@@ -221,3 +221,27 @@ def test_the_selective_fd_filter_table_reports_what_each_threshold_keeps(monkeyp
     assert table.loc["1 ln C", "accepted, round 1 (%)"] == pytest.approx(90.0)
     assert table.loc["1 ln C", "Selective-FD ALMA (%)"] == pytest.approx(80.0)
     assert table.loc["0.5 ln C", "KnFu − Selective-FD (points)"] == pytest.approx(5.0)
+
+
+def test_variants_made_on_several_machines_are_counted_and_named(monkeypatch):
+    """The claim table counts each variant's machines, and a note names them where a variant mixes
+    records of more than one (their drift is part of its effects)."""
+    params = replace(base(), mnist_alphas="0.1", seeds=1)
+    alma = {"knfu": 0.80, "fedmd": 0.75, "selective_fd": 0.78, "knfu_local": 0.79}
+
+    def records(module, base_params, variant, root=None):
+        if variant.name not in ("as in this chapter", "λ = 2"):
+            return []
+        lead = 0.02 if variant.name == "λ = 2" else 0.0  # a variant whose effects equal the reading's is not listed
+        found = [fake_record(c, alma[c.algorithm] + lead * (c.algorithm == "knfu"))
+                 for c in module.experiments(rb.variant_params(base_params, variant))]
+        for record in found:
+            record.environment = {"precision": "fp32", "device_name": "CPU A"}
+        if variant.name == "λ = 2":
+            found[0].environment = {"precision": "fp32", "device_name": "CPU B"}
+        return found
+
+    monkeypatch.setattr(rb, "variant_records", records)
+    table = rb.claim_table(knfu, params)
+    assert dict(zip(table.variant, table.machines)) == {"as in this chapter": 1, "λ = 2": 2}
+    assert rb.machine_notes(knfu, params) == [f"λ = 2: {len(knfu.experiments(params)) - 1} runs on CPU A, 1 runs on CPU B"]

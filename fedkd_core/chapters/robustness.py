@@ -19,6 +19,7 @@ config. :func:`claim_table` then says, per claim and variant, in how many cells 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -99,8 +100,10 @@ def claim_table(module: ModuleType, base, root=None) -> pd.DataFrame:
         cell_keys = [c for c in effects.columns if c in module.EFFECT_CELL_KEYS]
         expected = len(module.experiments(variant_params(base, variant)))
         frames.append(summarise_effects(effects, cell_keys).assign(variant=variant.name, runs=len(records),
-                                                                   complete=len(records) == expected))
-    columns = ["variant", "claim", "holds in", "of cells", "effect", "seed spread", "seeds", "runs", "complete"]
+                                                                   complete=len(records) == expected,
+                                                                   machines=len(machines_of(records))))
+    columns = ["variant", "claim", "holds in", "of cells", "effect", "seed spread", "seeds", "runs", "complete",
+               "machines"]
     if not frames:
         return pd.DataFrame(columns=columns)
     table = pd.concat(frames, ignore_index=True)[columns]
@@ -110,7 +113,24 @@ def claim_table(module: ModuleType, base, root=None) -> pd.DataFrame:
                  for _, row in table.iterrows()]
     table = table[~pd.Series(unchanged, index=table.index)].reset_index(drop=True)
     return table.astype({"holds in": int, "of cells": int, "effect": float, "seed spread": float, "seeds": int,
-                         "runs": int, "complete": bool})
+                         "runs": int, "complete": bool, "machines": int})
+
+
+def machines_of(records) -> Counter:
+    """How many of ``records`` each machine (``environment.device_name``) made."""
+    return Counter(record.environment.get("device_name", "unknown") for record in records)
+
+
+def machine_notes(module: ModuleType, base, root=None) -> list[str]:
+    """One line per variant whose records come from more than one machine, naming them: its
+    effects then include the drift between machines (fp32 on another CPU moved committed KnFu runs
+    by up to 0.5 points, results/README.md), so an effect that small does not decide a claim."""
+    notes = []
+    for variant in module.ROBUSTNESS:
+        machines = machines_of(variant_records(module, base, variant, root))
+        if len(machines) > 1:
+            notes.append(f"{variant.name}: " + ", ".join(f"{count} runs on {name}" for name, count in machines.most_common()))
+    return notes
 
 
 def variant_counts(table: pd.DataFrame) -> pd.DataFrame:
@@ -142,6 +162,12 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
         display(Markdown("No variant has records yet."))
         return table
     display(table.round(2))
+    notes = machine_notes(module, module.ROBUSTNESS_BASE, root)
+    if notes:
+        display(Markdown("Records of more than one machine (`machines` above): fp32 on another CPU moved committed "
+                         "runs by up to 0.5 points (`results/README.md`), so an effect of that size within such a "
+                         "variant may be the machines' difference, not the variant's.\n\n"
+                         + "\n".join(f"* {note}" for note in notes)))
     counts = variant_counts(table)
     if len(counts):
         display(Markdown("\n".join(f"* **{row.claim}** holds in every cell in {row['variants holding']} of the "
