@@ -245,3 +245,12 @@ def test_variants_made_on_several_machines_are_counted_and_named(monkeypatch):
     table = rb.claim_table(knfu, params)
     assert dict(zip(table.variant, table.machines)) == {"as in this chapter": 1, "λ = 2": 2}
     assert rb.machine_notes(knfu, params) == [f"λ = 2: {len(knfu.experiments(params)) - 1} runs on CPU A, 1 runs on CPU B"]
+
+
+def test_changes_from_the_reading_name_the_complete_variants_that_move_a_count():
+    table = pd.DataFrame({"variant": ["ours", "v1", "v2", "v3", "ours"], "claim": ["X", "X", "X", "X", "Y"],
+                          "holds in": [0, 3, 0, 2, 1], "of cells": [3] * 5, "effect": [-0.5, 0.29, -0.4, 1.0, 0.1],
+                          "seed spread": [0.1] * 5, "seeds": [3] * 5, "runs": [9] * 5,
+                          "complete": [True, True, True, False, True]})
+    assert rb.changes_from_reading(table, "ours") == [
+        "**X** holds in 0 of 3 cells as in this chapter; in 3 of 3 with v1 (effect +0.29 points)"]  # v3 is incomplete

@@ -144,6 +144,25 @@ def variant_counts(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"variants holding": grouped.holds.sum().astype(int), "variants": grouped.size()}).reset_index()
 
 
+def changes_from_reading(table: pd.DataFrame, reading: str) -> list[str]:
+    """Per claim, the complete variants under which it holds in another number of cells than in
+    the chapter's own reading (``reading``, the first variant), as one line of text each; claims
+    that no variant changes are left out."""
+    complete = table[table.complete.astype(bool)] if len(table) else table
+    lines = []
+    for claim, rows in complete.groupby("claim", sort=False):
+        own = rows[rows.variant == reading]
+        if not len(own):
+            continue
+        base = own.iloc[0]
+        moved = rows[(rows.variant != reading) & (rows["holds in"] != base["holds in"])]
+        if len(moved):
+            lines.append(f"**{claim}** holds in {base['holds in']} of {base['of cells']} cells as in this chapter; "
+                         + "; ".join(f"in {row['holds in']} of {row['of cells']} with {row.variant} "
+                                     f"(effect {row.effect:+.2f} points)" for _, row in moved.iterrows()))
+    return lines
+
+
 def variants_frame(module: ModuleType) -> pd.DataFrame:
     """The chapter's variants as a table: name, the fields it changes, why."""
     return pd.DataFrame([(v.name, ", ".join(f"{k} = {x}" for k, x in v.overrides.items()) or "—", v.why)
@@ -168,6 +187,9 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
                          "runs by up to 0.5 points (`results/README.md`), so an effect of that size within such a "
                          "variant may be the machines' difference, not the variant's.\n\n"
                          + "\n".join(f"* {note}" for note in notes)))
+    changes = changes_from_reading(table, module.ROBUSTNESS[0].name)
+    if changes:
+        display(Markdown("Where a variant changes a verdict's count:\n\n" + "\n".join(f"* {line}" for line in changes)))
     counts = variant_counts(table)
     if len(counts):
         display(Markdown("\n".join(f"* **{row.claim}** holds in every cell in {row['variants holding']} of the "
