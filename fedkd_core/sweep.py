@@ -230,11 +230,11 @@ def variant_lines(chapter: str, params, variants: tuple[str, ...], done: list) -
     from .chapters.robustness import selected_variants, variant_params
 
     module = chapter_module(chapter)
-    lines = []
+    lines, here = [], this_machine()
     for variant in selected_variants(module, variants):
         configs = module.experiments(variant_params(params, variant))
         left = [config.resolved() for config in configs if load_record(config) is None]
-        seconds = estimated_seconds(left, done, this_machine()) if left else 0.0
+        seconds = estimated_seconds(left, done, here) if left else 0.0
         time_left = "" if seconds is None else f", about {duration_text(seconds)} left" if left else ""
         lines.append(f"  {variant.name}: {len(configs)} runs, {len(configs) - len(left)} done{time_left}")
     return lines

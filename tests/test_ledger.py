@@ -55,7 +55,9 @@ def test_fedckd_annealing_records_are_the_cells_where_both_gammas_ran():
 
     def record(gamma, partition="dirichlet", seed=0):
         return SimpleNamespace(config={"algorithm": "fedckd", "algorithm_params": {"gamma": gamma}, "seed": seed,
-                                       "data": {"dataset": "fashion_mnist", "partition": partition, "num_clients": 20}})
+                                       "participation": 1.0, "model": "pfedsd_cnn_mnist",
+                                       "data": {"dataset": "fashion_mnist", "partition": partition, "num_clients": 20,
+                                                "alpha": 0.1}})
 
     pair = [record(0.99), record(1.0), record(0.99, seed=1)]
     alone = [record(0.99, partition="pathological")]

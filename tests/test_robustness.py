@@ -244,7 +244,7 @@ def test_variants_made_on_several_machines_are_counted_and_named(monkeypatch):
     monkeypatch.setattr(rb, "variant_records", records)
     table = rb.claim_table(knfu, params)
     assert dict(zip(table.variant, table.machines)) == {"as in this chapter": 1, "λ = 2": 2}
-    assert rb.machine_notes(knfu, params) == [f"λ = 2: {len(knfu.experiments(params)) - 1} runs on CPU A, 1 runs on CPU B"]
+    assert rb.machine_notes(rb.records_by_variant(knfu, params)) == [f"λ = 2: {len(knfu.experiments(params)) - 1} runs on CPU A, 1 runs on CPU B"]
 
 
 def test_changes_from_the_reading_name_the_complete_variants_that_move_a_count():

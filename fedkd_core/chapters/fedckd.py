@@ -460,7 +460,8 @@ REDUCED_PROFILE = Params(
     profile="reduced", datasets="fashion_mnist", settings="practical,pathological", scenarios="20:1.0:15",
     algorithms="fedavg,fedprox,fedper,lg_fedavg,pfedme,fedfomo,pfedsd,fedckd", seeds=3, alpha=0.1, pool_size=4000,
     local_test_size=200, global_test_size=0, local_epochs=5, batch_size=64, lr=0.01, momentum=0.9, weight_decay=1e-5,
-    eval_every=1, fedprox_mu=0.01, annealing_datasets="fashion_mnist", sensitivity_dataset="", forgetting_rounds=2, mixed_precision=False,
+    eval_every=1, fedprox_mu=0.01, annealing_datasets="fashion_mnist", sensitivity_dataset="", forgetting_rounds=2,
+    mixed_precision=False,
 )
 
 
@@ -554,13 +555,12 @@ def annealing_claims(means: pd.DataFrame) -> pd.DataFrame:
 def annealing_records(records) -> list:
     """FedCKD's records in the cells where both γ = 1 and γ < 1 ran (Table IV's pair)."""
     fedckd = [r for r in records if r.config["algorithm"] == "fedckd"]
-    cell = lambda r: (r.config["data"]["dataset"], r.config["data"]["partition"], r.config["data"]["num_clients"])  # noqa: E731
     kinds: dict[tuple, set] = {}
     for record in fedckd:
-        gamma = record.config["algorithm_params"].get("gamma")
+        *cell, gamma = cell_of(record)
         if gamma is not None:
-            kinds.setdefault(cell(record), set()).add(gamma < 1.0)
-    return [r for r in fedckd if len(kinds.get(cell(r), ())) == 2]
+            kinds.setdefault(tuple(cell), set()).add(gamma < 1.0)
+    return [r for r in fedckd if len(kinds.get(cell_of(r)[:-1], ())) == 2]
 
 
 def ledger_rows(root=None) -> pd.DataFrame:

@@ -86,14 +86,21 @@ def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], scale: float 
     return pd.DataFrame(rows, columns=["claim", "holds in", "of cells", "effect", "seed spread", "seeds"])
 
 
-def claim_table(module: ModuleType, base, root=None) -> pd.DataFrame:
-    """Per variant and claim: holds in / of cells, effect, seed spread, and whether the variant's
-    grid is complete. Variants without records are left out, and so is a claim that a variant
-    leaves exactly as the chapter's reading has it (the variant changes none of its methods,
-    e.g. Selective-FD's threshold for "KnFu > FedMD")."""
+def records_by_variant(module: ModuleType, base, root=None) -> dict[str, list]:
+    """Each variant's stored records (:func:`variant_records`), by variant name, read once."""
+    return {variant.name: variant_records(module, base, variant, root) for variant in module.ROBUSTNESS}
+
+
+def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | None = None) -> pd.DataFrame:
+    """Per variant and claim: holds in / of cells, effect, seed spread, whether the variant's
+    grid is complete, and how many machines made its records. Variants without records are left
+    out, and so is a claim that a variant leaves exactly as the chapter's reading has it (the
+    variant changes none of its methods, e.g. Selective-FD's threshold for "KnFu > FedMD").
+    ``records``: :func:`records_by_variant`, when the caller has read them already."""
+    by_variant = records if records is not None else records_by_variant(module, base, root)
     frames = []
     for variant in module.ROBUSTNESS:
-        records = variant_records(module, base, variant, root)
+        records = by_variant[variant.name]
         if not records:
             continue
         effects = module.claim_effects(records)
@@ -121,15 +128,16 @@ def machines_of(records) -> Counter:
     return Counter(record.environment.get("device_name", "unknown") for record in records)
 
 
-def machine_notes(module: ModuleType, base, root=None) -> list[str]:
-    """One line per variant whose records come from more than one machine, naming them: its
-    effects then include the drift between machines (fp32 on another CPU moved committed KnFu runs
-    by up to 0.5 points, results/README.md), so an effect that small does not decide a claim."""
+def machine_notes(records: dict[str, list]) -> list[str]:
+    """One line per variant (of :func:`records_by_variant`) whose records come from more than one
+    machine, naming them: its effects then include the drift between machines (fp32 on another
+    CPU moved committed KnFu runs by up to 0.5 points, results/README.md), so an effect that small
+    does not decide a claim."""
     notes = []
-    for variant in module.ROBUSTNESS:
-        machines = machines_of(variant_records(module, base, variant, root))
+    for name, variant_runs in records.items():
+        machines = machines_of(variant_runs)
         if len(machines) > 1:
-            notes.append(f"{variant.name}: " + ", ".join(f"{count} runs on {name}" for name, count in machines.most_common()))
+            notes.append(f"{name}: " + ", ".join(f"{count} runs on {machine}" for machine, count in machines.most_common()))
     return notes
 
 
@@ -176,12 +184,13 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
 
     display(Markdown(f"**{name}**: {len(module.ROBUSTNESS)} variants around `notebooks/params/robustness/{name}.yaml`"))
     display(variants_frame(module))
-    table = claim_table(module, module.ROBUSTNESS_BASE, root)
+    records = records_by_variant(module, module.ROBUSTNESS_BASE, root)
+    table = claim_table(module, module.ROBUSTNESS_BASE, root, records)
     if not len(table):
         display(Markdown("No variant has records yet."))
         return table
     display(table.round(2))
-    notes = machine_notes(module, module.ROBUSTNESS_BASE, root)
+    notes = machine_notes(records)
     if notes:
         display(Markdown("Records of more than one machine (`machines` above): fp32 on another CPU moved committed "
                          "runs by up to 0.5 points (`results/README.md`), so an effect of that size within such a "
