@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from . import cpuinfo
+
 
 def check_mixed_precision(setting) -> None:
     if not (isinstance(setting, bool) or setting == "auto"):
@@ -31,9 +33,9 @@ def cpu_has_native_bf16() -> bool:
     return _cpuinfo_has_bf16_flags()  # older torch without the probes
 
 
-def _cpuinfo_has_bf16_flags(path: Path = Path("/proc/cpuinfo")) -> bool:
+def _cpuinfo_has_bf16_flags(path: Path = cpuinfo.CPUINFO) -> bool:
     try:
-        flags = set(path.read_text().split())
+        flags = cpuinfo.flags(cpuinfo.read_first_processor(path))
     except OSError:
         return False
     return bool(flags & {"amx_bf16", "avx512_bf16"})

@@ -261,9 +261,12 @@ paper_times = chapter.paper_times()
 cost = paper_times[paper_times.dataset == "CIFAR-10"][["method", "seconds", "ratio"]].rename(
     columns={"seconds": "paper s", "ratio": "paper ratio"})
 if len(ours):
-    for (profile, count), group in chapter.time_ratios(chapter.table1_rows(ours, params.alpha)).groupby(["profile", "clients"]):
+    ratios = chapter.time_ratios(chapter.table1_rows(ours, params.alpha))
+    several_machines = ratios.groupby("profile").machine.nunique() > 1
+    for (profile, machine, count), group in ratios.groupby(["profile", "machine", "clients"]):
+        label = f"{profile}, {count} clients" + (f", {machine}" if several_machines[profile] else "")
         cost = cost.merge(group[["method", "seconds_per_client_round", "ratio"]].rename(
-            columns={"seconds_per_client_round": f"{profile}, {count} clients: s", "ratio": f"{profile}, {count} clients: ratio"}),
+            columns={"seconds_per_client_round": f"{label}: s", "ratio": f"{label}: ratio"}),
             on="method", how="outer")
 machines = sorted({f"{r.environment.get('device_name')} ({r.profile})" for r in records})
 display(Markdown("Measured on: " + (", ".join(machines) if machines else "nothing yet") + "."))
@@ -387,9 +390,9 @@ for profile in sorted(set(table1_ours.profile) | set(table3_ours.profile)):
 if len(ours):
     ratios = chapter.time_ratios(chapter.table1_rows(ours, params.alpha))
     paper_ratio = paper_times[(paper_times.dataset == "CIFAR-10") & (paper_times.method == "fedgmkd")].ratio.iloc[0]
-    for (profile, count), group in ratios[ratios.method == "fedgmkd"].groupby(["profile", "clients"]):
+    for (profile, machine, count), group in ratios[ratios.method == "fedgmkd"].groupby(["profile", "machine", "clients"]):
         lines.append(f"Cost: FedGMKD takes {group.ratio.iloc[0]:.2f}× FedAvg's time per client-round at {count} clients "
-                     f"(profile {profile}; paper: {paper_ratio:.2f}×).")
+                     f"(profile {profile}, on {machine}; paper: {paper_ratio:.2f}×).")
     used = ours.groupby("profile").agg(runs=("seed", "size"), seeds=("seed", "nunique"), rounds=("rounds", "max"))
     lines.append("Evidence: " + "; ".join(f"profile {p}: {r.runs} runs, {r.seeds} seed(s), {r.rounds} rounds"
                                           for p, r in used.iterrows()) + ".")

@@ -119,9 +119,11 @@ def test_a_claim_is_only_tested_where_every_method_has_a_value():
     assert tuple(counts.loc["FedGMKD beats FedAvg"]) == (1, 2)
 
 
-def record(method: str, history: list[dict], seed: int = 0, profile: str = "smoke") -> SimpleNamespace:
+def record(method: str, history: list[dict], seed: int = 0, profile: str = "smoke",
+           machine: str = "AMD EPYC (family 25 model 17, AVX512-BF16)") -> SimpleNamespace:
     config = chapter.run_config(chapter.Params(methods=method), method, 10, seed)
-    return SimpleNamespace(config=config.resolved(), history=history, profile=profile, environment={"precision": "fp32"})
+    return SimpleNamespace(config=config.resolved(), history=history, profile=profile,
+                           environment={"precision": "fp32", "device_name": machine})
 
 
 def rounds(local: list[float], global_: list[float], seconds: float = 10.0) -> list[dict]:
@@ -148,6 +150,17 @@ def test_summary_takes_the_mean_of_the_last_rounds_and_time_per_client_round():
     assert ratios["fedgmkd"] == pytest.approx(2.5)
     long = chapter.long_accuracies(frame)
     assert len(long) == 4 and set(long.metric) == {"local", "global"}
+
+
+def test_cost_ratios_compare_methods_only_on_the_same_machine():
+    slow_cpu = "AMD EPYC (family 23 model 1, AVX2)"
+    runs = [record("fedavg", rounds([0.1] * 3, [0.1] * 3, seconds=10.0)),
+            record("fedgmkd", rounds([0.1] * 3, [0.1] * 3, seconds=25.0)),
+            record("fedavg", rounds([0.1] * 3, [0.1] * 3, seconds=30.0), seed=1, machine=slow_cpu),
+            record("fedgmkd", rounds([0.1] * 3, [0.1] * 3, seconds=60.0), seed=1, machine=slow_cpu)]
+    ratios = chapter.time_ratios(chapter.summary(runs)).set_index(["machine", "method"]).ratio
+    assert ratios[("AMD EPYC (family 25 model 17, AVX512-BF16)", "fedgmkd")] == pytest.approx(2.5)
+    assert ratios[(slow_cpu, "fedgmkd")] == pytest.approx(2.0)
 
 
 def test_only_runs_of_the_reduced_method_stand_in_for_cells():

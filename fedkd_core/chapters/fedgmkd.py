@@ -395,9 +395,11 @@ def summary(records, last: int = 5) -> pd.DataFrame:
                      "seconds_per_client_round": float(np.median([row["seconds"] / row["clients"] for row in history])),
                      "upload_mb": float(np.mean([row["bytes_up"] / row["clients"] for row in history])) / 1e6,
                      "download_mb": float(np.mean([row["bytes_down"] / row["clients"] for row in history])) / 1e6,
-                     "profile": record.profile, "precision": record_precision(record)})
+                     "profile": record.profile, "precision": record_precision(record),
+                     "machine": record.environment.get("device_name", "unknown")})
     return pd.DataFrame(rows, columns=["method", "clients", "alpha", "lam", "gamma", "seed", "rounds", "local", "global",
-                                       "seconds_per_client_round", "upload_mb", "download_mb", "profile", "precision"])
+                                       "seconds_per_client_round", "upload_mb", "download_mb", "profile", "precision",
+                                       "machine"])
 
 
 def long_accuracies(frame: pd.DataFrame) -> pd.DataFrame:
@@ -425,12 +427,14 @@ def table3_rows(frame: pd.DataFrame, clients: int) -> pd.DataFrame:
 
 
 def time_ratios(frame: pd.DataFrame) -> pd.DataFrame:
-    """Seconds per client-round per (profile, clients, method), the fastest of its runs (seeds),
-    and the ratio to FedAvg's. The fastest, as in benchmarking: a run that shared the machine's
-    cores with other work is only ever slower, never faster, than the method's own cost."""
-    fastest = frame.groupby(["profile", "clients", "method"], as_index=False).seconds_per_client_round.min()
-    fedavg = fastest[fastest.method == "fedavg"].set_index(["profile", "clients"]).seconds_per_client_round
-    ratio = [r.seconds_per_client_round / fedavg.get((r.profile, r.clients), np.nan) for r in fastest.itertuples()]
+    """Seconds per client-round per (profile, machine, clients, method), the fastest of its runs
+    (seeds), and the ratio to FedAvg's on the same machine. The fastest, as in benchmarking: a run
+    that shared the machine's cores with other work is only ever slower, never faster, than the
+    method's own cost. Per machine, because CPUs that report the same name can be 3x apart."""
+    cell = ["profile", "machine", "clients"]
+    fastest = frame.groupby(cell + ["method"], as_index=False).seconds_per_client_round.min()
+    fedavg = fastest[fastest.method == "fedavg"].set_index(cell).seconds_per_client_round
+    ratio = [r.seconds_per_client_round / fedavg.get((r.profile, r.machine, r.clients), np.nan) for r in fastest.itertuples()]
     return fastest.assign(ratio=ratio)
 
 
