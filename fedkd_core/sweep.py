@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from . import claims
 from .chapters import chapter_module, experiments_to_run
-from .chapters.robustness import experiments as robustness_grid
+from .chapters.robustness import sweep_order as robustness_grid
 from .experiment import default_device
 from .results import config_hash, device_name, load_record, results_dir, run_experiment
 
@@ -139,7 +139,8 @@ def run_order(configs: list) -> list:
 
 def work(chapter: str, params_file: Path, limit: int | None, report, parent: int | None = None,
          robustness: bool = False, variants: tuple[str, ...] = ()) -> None:
-    """Claim and run what is left of the grid, seed by seed (``run_order``), until nothing is left.
+    """Claim and run what is left of the grid, seed by seed (``run_order``), until nothing is left;
+    a robustness grid variant by variant, nearest completion first (``robustness.sweep_order``).
 
     ``report(kind, text)`` is told of every finished run ("done") and failure ("error"). A worker
     started by a sweep (``parent``: its process id) stops before its next run once that sweep has
@@ -147,7 +148,7 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
     """
     params, configs = load_grid(chapter, params_file, robustness, variants)
     root, ran = results_dir(), 0
-    for config in run_order(configs):
+    for config in (configs if robustness else run_order(configs)):
         if limit is not None and ran >= limit:
             return
         if parent is not None and os.getppid() != parent:

@@ -50,9 +50,29 @@ def test_variants_change_only_what_they_name_and_share_the_rest():
 
 def test_the_sweep_runs_the_robustness_grid_with_the_flag():
     params, configs = load_grid("knfu", BASE_FILE, robustness=True)
-    assert params.profile == "robustness" and configs == rb.experiments(knfu, params)
+    assert params.profile == "robustness"
+    assert sorted(map(config_hash, configs)) == sorted(map(config_hash, rb.experiments(knfu, params)))
     with pytest.raises(SystemExit, match="no robustness variants"):
         load_grid("setting", ROOT / "notebooks" / "params" / "quick" / "setting.yaml", robustness=True)
+
+
+def test_a_robustness_sweep_finishes_the_variant_nearest_completion_first(monkeypatch):
+    """A variant counts only when all its runs are committed: a sweep stopped early must leave
+    whole variants done, so it claims variant by variant, fewest runs left first, seed by seed."""
+    from fedkd_core import results
+
+    params = base()
+    grid = {v.name: knfu.experiments(rb.variant_params(params, v)) for v in knfu.ROBUSTNESS}
+    almost = grid["R = 30 rounds"][:-1]  # one run left
+    done = {config_hash(c) for c in grid["as in this chapter"] + almost}
+    monkeypatch.setattr(results, "load_record", lambda config, root=None: True if config_hash(config) in done else None)
+    order = [c for c in rb.sweep_order(knfu, params) if config_hash(c) not in done]
+    assert config_hash(order[0]) == config_hash(grid["R = 30 rounds"][-1])
+    threshold_runs = {config_hash(c) for c in grid["Selective-FD τ = 0.9 ln C"]} - done  # 9 left: next
+    assert {config_hash(c) for c in order[1:10]} == threshold_runs
+    sgd = [c for c in order if config_hash(c) in {config_hash(g) for g in grid["SGD, lr 0.01, momentum 0.9"]}]
+    assert [c.seed for c in sgd] == sorted(c.seed for c in sgd)  # seed by seed within a variant
+    assert sorted(map(config_hash, rb.sweep_order(knfu, params))) == sorted(map(config_hash, rb.experiments(knfu, params)))
 
 
 def test_the_sweep_runs_only_the_named_variants_with_variant():

@@ -55,9 +55,27 @@ def selected_variants(module: ModuleType, names=()) -> tuple[Variant, ...]:
 def experiments(module: ModuleType, base, names=()) -> list:
     """Every run of every variant (or of the variants ``names`` names) once, variant by variant
     (the chapter's reading first)."""
+    return _once([module.experiments(variant_params(base, variant)) for variant in selected_variants(module, names)])
+
+
+def sweep_order(module: ModuleType, base, names=(), root=None) -> list:
+    """The runs of :func:`experiments` in the order a sweep claims them: variant by variant, the
+    variants with the fewest runs left first (the chapter's order among equals), seed by seed within
+    a variant. A variant counts only once all its runs are committed, so a sweep stopped early should
+    leave whole variants done, not every variant with its first seed (a plain grid's order)."""
+    from ..results import load_record
+
+    grids = [module.experiments(variant_params(base, variant)) for variant in selected_variants(module, names)]
+    left = [sum(load_record(config, root) is None for config in grid) for grid in grids]
+    nearest_first = sorted(range(len(grids)), key=lambda index: (left[index], index))
+    return _once([sorted(grids[index], key=lambda config: config.seed) for index in nearest_first])
+
+
+def _once(grids: list[list]) -> list:
+    """The configs of ``grids`` in order, each once (variants share the runs they do not change)."""
     unique = {}
-    for variant in selected_variants(module, names):
-        for config in module.experiments(variant_params(base, variant)):
+    for grid in grids:
+        for config in grid:
             unique.setdefault(repr(config), config)
     return list(unique.values())
 
