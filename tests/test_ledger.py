@@ -98,3 +98,15 @@ def test_evidence_counts_seeds_per_cell_and_lists_the_rounds():
     assert ledger.evidence(records) == ("profile quick: 1 runs, 1 seed(s) per cell, 5 rounds; "
                                         "profile reduced: 4 runs, 1-3 seed(s) per cell, 15 rounds")
     assert ledger.evidence([]) == ledger.NO_RECORDS
+
+
+def test_the_robustness_text_counts_complete_variants_that_bear_on_each_claim():
+    table = pd.DataFrame({
+        "variant": ["reading", "reading", "sgd", "sgd", "threshold", "half-run"],
+        "claim": ["A > B", "L ≥ all", "A > B", "L ≥ all", "A > B", "A > B"],
+        "holds in": [3, 1, 3, 3, 2, 0], "of cells": [3, 3, 3, 3, 3, 1],
+        "complete": [True, True, True, True, True, False]})
+    texts = ledger.robustness_texts(table, planned=5)
+    assert texts["A > B"] == "holds in 2 of 3 variants that bear on it (3 of 5 variants run)"
+    assert texts["L ≥ all"] == "holds in 1 of 2 variants that bear on it (3 of 5 variants run)"
+    assert ledger.robustness_texts(table.iloc[:0], planned=5).empty

@@ -81,17 +81,26 @@ def ledger() -> pd.DataFrame:
 
 
 def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with a "robustness" column: "holds in k of V variants run (N planned)" for claims
-    the chapter's robustness grid covers (complete variants only), "—" for the others."""
-    from .robustness import claim_table, variant_counts
+    """``rows`` with a "robustness" column for claims the chapter's robustness grid covers, "—"
+    for the others: "holds in k of V variants that bear on it (C of N variants run)". Only complete
+    variants count; of those, a variant bears on a claim unless it leaves every method the claim
+    compares as the chapter's reading has them (Selective-FD's threshold for "KnFu > FedMD")."""
+    from .robustness import claim_table
 
-    text = {}
-    if hasattr(module, "ROBUSTNESS"):
-        counts = variant_counts(claim_table(module, module.ROBUSTNESS_BASE))
-        planned = len(module.ROBUSTNESS)
-        text = {row.claim: f"holds in {row['variants holding']} of {row['variants']} variants run ({planned} planned)"
-                for _, row in counts.iterrows()}
-    return rows.assign(robustness=[text.get(claim, "—") for claim in rows.claim])
+    if not hasattr(module, "ROBUSTNESS"):
+        return rows.assign(robustness="—")
+    table = claim_table(module, module.ROBUSTNESS_BASE)
+    return rows.assign(robustness=robustness_texts(table, planned=len(module.ROBUSTNESS)).reindex(rows.claim, fill_value="—").to_numpy())
+
+
+def robustness_texts(table: pd.DataFrame, planned: int) -> pd.Series:
+    """Per claim of a :func:`robustness.claim_table`, the Claims page's robustness text."""
+    from .robustness import variant_counts
+
+    counts = variant_counts(table)
+    run = table[table.complete.astype(bool)].variant.nunique() if len(table) else 0
+    return pd.Series({row.claim: f"holds in {row['variants holding']} of {row['variants']} variants that bear on it "
+                                 f"({run} of {planned} variants run)" for _, row in counts.iterrows()}, dtype=object)
 
 
 # --- the Claims page as a chapter of the book (it runs nothing) -----------------------------------
