@@ -35,7 +35,7 @@ def cpu_has_native_bf16() -> bool:
 
 def _cpuinfo_has_bf16_flags(path: Path = cpuinfo.CPUINFO) -> bool:
     try:
-        flags = cpuinfo.flags(cpuinfo.read_first_processor(path))
+        flags = cpuinfo.cpu_flags(cpuinfo.read_first_processor(path))
     except OSError:
         return False
     return bool(flags & {"amx_bf16", "avx512_bf16"})

@@ -24,8 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import cpuinfo
-from .cpuinfo import first_processor
+from .cpuinfo import CPUINFO, cpu_description
 from .experiment import ExperimentConfig, default_device, simulate
 from .precision import precision_name, use_bf16
 
@@ -189,30 +188,9 @@ def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     try:
-        return cpu_description(cpuinfo.CPUINFO.read_text())
+        return cpu_description(CPUINFO.read_text())
     except (OSError, ValueError):
         return platform.processor() or platform.machine()
-
-
-# The widest vector extension a CPU has, best first: what decides how fast (and in which precision,
-# see fedkd_core.precision) the chapters' models train on it.
-VECTOR_EXTENSIONS = (("amx_bf16", "AMX"), ("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX-512"),
-                     ("avx2", "AVX2"), ("asimd", "NEON"))
-
-
-def cpu_description(text: str) -> str:
-    """The first processor's model name with its family, model and widest vector extension:
-    "AMD EPYC (family 25 model 17, AVX512-BF16)". Virtual machines often report a bare
-    "AMD EPYC" for CPUs generations apart (5-9x apart in bf16 speed), so the name alone does not
-    say which machine produced a timing. A ValueError when the text names no model."""
-    fields = first_processor(text)
-    model_name = fields.get("model name")
-    if not model_name:
-        raise ValueError("cpuinfo names no CPU model")
-    flags = cpuinfo.flags(fields)
-    details = [f"family {fields['cpu family']} model {fields['model']}"] if "cpu family" in fields and "model" in fields else []
-    details += [label for flag, label in VECTOR_EXTENSIONS if flag in flags][:1]
-    return f"{model_name} ({', '.join(details)})" if details else model_name
 
 
 def record_precision(record: RunRecord) -> str:

@@ -13,7 +13,8 @@ from fedkd_core.experiment import ExperimentConfig
 from fedkd_core.federation import DataConfig
 from fedkd_core.models import InputShape, make_model
 from fedkd_core.rekey import rekey
-from fedkd_core.results import RecordError, config_hash, cpu_description, key_of, load_record, run_experiment
+from fedkd_core.cpuinfo import cpu_description
+from fedkd_core.results import RecordError, config_hash, key_of, load_record, run_experiment
 from fedkd_core.training import TrainConfig, iterate_batches, train
 
 CPU = torch.device("cpu")
