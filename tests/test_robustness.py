@@ -99,6 +99,10 @@ def test_summarised_effects_count_cells_by_their_seed_mean():
     assert table.loc["A > B", "effect"] == pytest.approx(-0.25)
     assert table.loc["A > B", "seed spread"] == pytest.approx(50 * abs(-0.005 - 0.0))  # per-seed means -0.005, 0.0
     assert tuple(table.loc["C > D", ["holds in", "of cells", "seeds"]]) == (1, 1, 2)
+    # seeds whose effects cancel leave floating-point noise (0.1 + 0.2 - 0.3 > 0): a tie, not a win
+    tie = pd.DataFrame({"alpha": [0.1] * 3, "seed": [0, 1, 2], "A > B": [0.1, 0.2, -0.3]})
+    assert tie["A > B"].mean() > 0
+    assert rb.summarise_effects(tie, ["alpha"]).set_index("claim").loc["A > B", "holds in"] == 0
 
 
 def test_variant_counts_use_complete_variants_only():

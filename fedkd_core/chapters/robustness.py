@@ -87,10 +87,15 @@ def variant_records(module: ModuleType, base, variant: Variant, root=None) -> li
     return stored_records(module.experiments(variant_params(base, variant)), root)
 
 
+# Effects are differences of accuracies (fractions); means closer to zero than 1e-9 are ties.
+TIE_DECIMALS = 9
+
+
 def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], scale: float = 100.0) -> pd.DataFrame:
     """From per-(cell, seed) effects (columns ``cell_keys`` + "seed" + one per claim): per claim,
-    the cells where it holds (mean over seeds > 0), the mean effect and the spread over seeds
-    (std of the per-seed mean over cells), in points."""
+    the cells where it holds (mean over seeds > 0; a mean that is zero but for floating-point
+    noise, as when two methods' accuracies tie, is a tie and does not hold), the mean effect and
+    the spread over seeds (std of the per-seed mean over cells), in points."""
     rows = []
     for claim in effects.columns.drop(cell_keys + ["seed"]):
         values = effects[cell_keys + ["seed", claim]].dropna()
@@ -98,7 +103,7 @@ def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], scale: float 
             continue
         per_cell = values.groupby(cell_keys)[claim].mean()
         per_seed = values.groupby("seed")[claim].mean()
-        rows.append({"claim": claim, "holds in": int((per_cell > 0).sum()), "of cells": len(per_cell),
+        rows.append({"claim": claim, "holds in": int((per_cell.round(TIE_DECIMALS) > 0).sum()), "of cells": len(per_cell),
                      "effect": float(values[claim].mean() * scale),
                      "seed spread": float(per_seed.std(ddof=0) * scale), "seeds": int(values.seed.nunique())})
     return pd.DataFrame(rows, columns=["claim", "holds in", "of cells", "effect", "seed spread", "seeds"])
