@@ -168,7 +168,7 @@ def check_finite(loss_sum: torch.Tensor, config: TrainConfig, bf16: bool) -> Non
     if not math.isfinite(value):
         raise FloatingPointError(
             f"training loss became {value} (lr={config.lr}, optimizer={config.optimizer}, "
-            f"precision={precision_name(bf16)}); lower lr or set mixed_precision false"
+            f"precision={precision_name(bf16)}); lower lr" + (" or set mixed_precision false" if bf16 else "")
         )
 
 
