@@ -228,12 +228,12 @@ def _follow(processes, queue, chapter: str, workers: int, total: int) -> int:
 def variant_lines(chapter: str, params, variants: tuple[str, ...], done: list) -> list[str]:
     """For a robustness dry run: per variant, its runs, how many are done and one worker's time
     for the rest at the pace of the ``done`` records (a run two variants share counts in both)."""
-    from .chapters.robustness import selected_variants, variant_params
+    from .chapters.robustness import selected_variants, variant_grid
 
     module = chapter_module(chapter)
     lines, here = [], this_machine()
     for variant in selected_variants(module, variants):
-        configs = module.experiments(variant_params(params, variant))
+        configs = variant_grid(module, params, variant)
         left = [config.resolved() for config in configs if load_record(config) is None]
         seconds = estimated_seconds(left, done, here) if left else 0.0
         time_left = "" if seconds is None else f", about {duration_text(seconds)} left" if left else ""

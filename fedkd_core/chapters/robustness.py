@@ -52,10 +52,15 @@ def selected_variants(module: ModuleType, names=()) -> tuple[Variant, ...]:
     return tuple(variant for variant in module.ROBUSTNESS if variant.name.casefold() in wanted)
 
 
+def variant_grid(module: ModuleType, base, variant: Variant) -> list:
+    """The runs of one variant: the chapter's grid at ``base`` with the variant's fields replaced."""
+    return module.experiments(variant_params(base, variant))
+
+
 def experiments(module: ModuleType, base, names=()) -> list:
     """Every run of every variant (or of the variants ``names`` names) once, variant by variant
     (the chapter's reading first)."""
-    return _once([module.experiments(variant_params(base, variant)) for variant in selected_variants(module, names)])
+    return _once([variant_grid(module, base, variant) for variant in selected_variants(module, names)])
 
 
 def sweep_order(module: ModuleType, base, names=(), root=None) -> list:
@@ -65,7 +70,7 @@ def sweep_order(module: ModuleType, base, names=(), root=None) -> list:
     leave whole variants done, not every variant with its first seed (a plain grid's order)."""
     from ..results import load_record
 
-    grids = [module.experiments(variant_params(base, variant)) for variant in selected_variants(module, names)]
+    grids = [variant_grid(module, base, variant) for variant in selected_variants(module, names)]
     left = [sum(load_record(config, root) is None for config in grid) for grid in grids]
     nearest_first = sorted(range(len(grids)), key=lambda index: (left[index], index))
     return _once([sorted(grids[index], key=lambda config: config.seed) for index in nearest_first])
@@ -84,7 +89,7 @@ def variant_records(module: ModuleType, base, variant: Variant, root=None) -> li
     """The stored records of one variant's grid (nothing is run)."""
     from ..results import stored_records
 
-    return stored_records(module.experiments(variant_params(base, variant)), root)
+    return stored_records(variant_grid(module, base, variant), root)
 
 
 # Effects are differences of accuracies (fractions); means closer to zero than 1e-9 are ties.
@@ -128,7 +133,7 @@ def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | 
             continue
         effects = module.claim_effects(records)
         cell_keys = [c for c in effects.columns if c in module.EFFECT_CELL_KEYS]
-        expected = len(module.experiments(variant_params(base, variant)))
+        expected = len(variant_grid(module, base, variant))
         frames.append(summarise_effects(effects, cell_keys).assign(variant=variant.name, runs=len(records),
                                                                    complete=len(records) == expected,
                                                                    machines=len(machines_of(records))))
