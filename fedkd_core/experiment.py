@@ -91,6 +91,9 @@ def simulate(
     torch's global generators (dropout masks and any other implicit randomness) are seeded from
     ``config.seed`` for the run and restored afterwards, so a run depends on its config alone,
     not on what ran before it in the same process.
+
+    A run whose training loss or weights become non-finite stops with :class:`RunDiverged`
+    (the round and the history so far).
     """
     with torch.random.fork_rng(devices=cuda_devices()):
         torch.manual_seed(int(np.random.default_rng([config.seed, 5]).integers(2**62)))
@@ -111,15 +114,21 @@ def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.devic
                disable=not progress, leave=False)
     for round_index in bar:
         start = time.perf_counter()
-        traffic = _run_round(algorithm, round_index, select_clients(sampler, data.num_clients, config.participation),
-                             clients)
+        try:
+            traffic = _run_round(algorithm, round_index,
+                                 select_clients(sampler, data.num_clients, config.participation), clients)
+        except FloatingPointError as error:  # a non-finite training loss (training.check_finite)
+            raise RunDiverged(str(error), round_index, history) from error
         seconds = time.perf_counter() - start
         totals = {"train_seconds": totals["train_seconds"] + seconds,
                   "bytes_up": totals["bytes_up"] + traffic["bytes_up"],
                   "bytes_down": totals["bytes_down"] + traffic["bytes_down"]}
         if round_index % config.eval_every == 0 or round_index == config.rounds:
             with clients.states_for_evaluation(algorithm, list(range(data.num_clients))):
-                scores = evaluate(algorithm, data, global_test, config.train.mixed_precision)
+                try:
+                    scores = evaluate(algorithm, data, global_test, config.train.mixed_precision)
+                except DivergedError as error:  # non-finite weights
+                    raise RunDiverged(str(error), round_index, history) from error
             row = {"round": round_index, **traffic, "seconds": seconds, **scores, **algorithm.round_metrics()}
             history.append(row)
             bar.set_postfix(alma=f"{row['alma']:.3f}")
@@ -208,6 +217,20 @@ def server_update(algorithm, uploads: dict) -> None:
 
 class DivergedError(FloatingPointError):
     """A run's models have non-finite weights: its accuracies would be meaningless."""
+
+
+class RunDiverged(FloatingPointError):
+    """A run whose training loss or weights became non-finite in round ``round_index``: a result
+    (the method fails under this config), not a fault of the run. ``history``: the rounds
+    evaluated before it (see :func:`simulate`)."""
+
+    def __init__(self, message: str, round_index: int, history: list):
+        super().__init__(message)
+        self.round_index = round_index
+        self.history = history
+
+    def __reduce__(self):  # pickles across a sweep's worker processes
+        return type(self), (str(self), self.round_index, self.history)
 
 
 def has_nonfinite_weights(model: torch.nn.Module) -> bool:

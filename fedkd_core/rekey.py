@@ -34,6 +34,8 @@ def rekey(root: Path, dry_run: bool = False) -> list[tuple[Path, Path]]:
     """Move every record under ``root`` whose key is stale to its current key; the moves made."""
     moves = []
     for path in sorted(root.glob("*/*/*.json")):
+        if path.name.endswith(".diverged.json"):  # not a record (results.Divergence): left as it is
+            continue
         try:
             record = read_record(path)
         except RecordError as error:

@@ -3,6 +3,7 @@
 ``run_experiment(config)`` returns the stored record when one exists for the config's hash and
 otherwise simulates, then writes the record atomically. Records hold the resolved config, the
 seed, per-round metrics, per-client accuracies, timings, the device and library versions.
+A run that diverges leaves a :class:`Divergence` (``<key>.diverged.json``) instead of a record.
 
 Records are filed by profile: ``<results>/<profile>/<algorithm>/<key>.json``; only
 ``results/paper/`` is committed. Where records go: ``$FEDKD_RESULTS`` if set; else ``results/`` of the source checkout this
@@ -25,7 +26,7 @@ import pandas as pd
 import torch
 
 from .cpuinfo import CPUINFO, cpu_description
-from .experiment import ExperimentConfig, default_device, simulate
+from .experiment import ExperimentConfig, RunDiverged, default_device, simulate
 from .precision import precision_name, use_bf16
 
 # Bump when a change to the code makes earlier records stale; it is part of every key.
@@ -156,7 +157,7 @@ def save_record(record: RunRecord, root=None) -> Path:
     return write_record(record, results_dir(root) / record.profile / record.config["algorithm"] / f"{record.key}.json")
 
 
-def write_record(record: RunRecord, path: Path) -> Path:
+def write_record(record, path: Path) -> Path:
     """Write atomically: a temporary file in the same folder, then a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
@@ -220,15 +221,92 @@ def outcome_record(config: ExperimentConfig, outcome: dict, seconds: float, devi
 
 def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = True,
                    profile: str = "custom", progress: bool = True, data=None) -> RunRecord:
-    """The record of ``config``: loaded when stored (and ``use_cache``), else simulated and saved."""
+    """The record of ``config``: loaded when stored (and ``use_cache``), else simulated and saved.
+
+    A run that diverges is a result too: its :class:`Divergence` is saved beside the records and
+    :class:`RunDiverged` raised, now and (with ``use_cache``) whenever the config is asked for
+    again, without running it again.
+    """
     if use_cache and (stored := load_record(config, root)) is not None:
         return stored
+    if use_cache and (diverged := load_divergence(config, root)) is not None:
+        raise RunDiverged(f"{diverged.error} (stored: {divergence_path(config, diverged.profile, root)}; "
+                          "delete that file to run it again)", diverged.round, diverged.history)
     start = time.perf_counter()
     device = default_device()
-    outcome = simulate(config, data=data, device=device, progress=progress)
+    try:
+        outcome = simulate(config, data=data, device=device, progress=progress)
+    except RunDiverged as error:
+        save_divergence(divergence_of(config, error, time.perf_counter() - start, device, profile), root)
+        raise
     record = outcome_record(config, outcome, time.perf_counter() - start, device, profile)
     save_record(record, root)
     return record
+
+
+# --- runs that diverged ---------------------------------------------------------------------------
+# A diverged run is stored as <results>/<profile>/<algorithm>/<key>.diverged.json, beside where its
+# record would be: load_record never reads it, so no table takes the accuracy of NaN weights.
+
+@dataclass(frozen=True)
+class Divergence:
+    """A run whose training loss or weights became non-finite in ``round``: its config, the
+    error, the rounds evaluated before it and where it ran."""
+
+    config: dict
+    key: str
+    round: int
+    error: str
+    history: list
+    timings: dict
+    environment: dict
+    profile: str
+
+    @property
+    def algorithm(self) -> str:
+        return self.config["algorithm"]
+
+
+def divergence_path(config: ExperimentConfig, profile: str, root=None) -> Path:
+    return results_dir(root) / profile / config.algorithm / f"{config_hash(config)}.diverged.json"
+
+
+def divergence_of(config: ExperimentConfig, error: RunDiverged, seconds: float, device: torch.device,
+                  profile: str) -> Divergence:
+    return Divergence(config=config.resolved(), key=config_hash(config), round=error.round_index, error=str(error),
+                      history=error.history, timings={"total_seconds": seconds,
+                                                      "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
+                      environment=environment(device, use_bf16(config.train.mixed_precision, device)),
+                      profile=profile)
+
+
+def save_divergence(divergence: Divergence, root=None) -> Path:
+    path = results_dir(root) / divergence.profile / divergence.algorithm / f"{divergence.key}.diverged.json"
+    return write_record(divergence, path)
+
+
+def load_divergence(config: ExperimentConfig, root=None) -> Divergence | None:
+    """The stored divergence of ``config`` under any profile (paper first), or None."""
+    found = sorted(results_dir(root).glob(f"*/{config.algorithm}/{config_hash(config)}.diverged.json"),
+                   key=_profile_rank)
+    if not found:
+        return None
+    try:
+        return Divergence(**json.loads(found[0].read_text()))
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
+        raise RecordError(f"divergence record {found[0]} cannot be read ({type(error).__name__}: {error}); "
+                          "restore it or delete it to run that experiment again") from error
+
+
+def stored_divergences(configs, root=None) -> list[Divergence]:
+    """The stored divergences of ``configs`` that have one (nothing is run)."""
+    found = [load_divergence(config, root) for config in configs]
+    return [divergence for divergence in found if divergence is not None]
+
+
+def is_finished(config: ExperimentConfig, root=None) -> bool:
+    """Whether ``config`` has run to its end: a stored record, or a stored divergence."""
+    return load_record(config, root) is not None or load_divergence(config, root) is not None
 
 
 def history_table(records: list[RunRecord]) -> pd.DataFrame:

@@ -5,7 +5,9 @@
     python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness
     python -m fedkd_core.sweep knfu --params ... --robustness --variant "R = 30 rounds"   # one variant
 
-Records go to ``<results>/<profile>/<algorithm>/<key>.json`` (see fedkd_core.results); stop it
+Records go to ``<results>/<profile>/<algorithm>/<key>.json`` (see fedkd_core.results); a run
+whose training diverges (non-finite loss or weights) is a result, not a failure: it is stored as
+``<key>.diverged.json``, reported, and the sweep goes on (another error stops it). Stop it
 at any time and run the same command again to continue where it stopped. ``--workers N`` starts
 N processes (one torch thread each unless OMP_NUM_THREADS says otherwise) that claim runs with
 claim files (fedkd_core.claims): no run is done twice, also across several sweep commands or
@@ -32,8 +34,9 @@ from tqdm import tqdm
 from . import claims
 from .chapters import chapter_module, experiments_to_run
 from .chapters.robustness import sweep_order as robustness_grid
-from .experiment import default_device
-from .results import config_hash, device_name, load_record, results_dir, run_experiment
+from .experiment import RunDiverged, default_device
+from .results import (config_hash, device_name, is_finished, load_divergence, load_record, results_dir,
+                      run_experiment)
 
 
 def describe(config) -> str:
@@ -63,17 +66,19 @@ def load_grid(chapter: str, params_file: Path, robustness: bool = False, variant
 
 
 def status(configs, profile: str) -> dict[str, list]:
-    """The grid split into done (with "done_records", their records), claimed by a live worker, and
-    left (stale claims count as left)."""
+    """The grid split into done (with "done_records", their records), diverged (a stored
+    divergence: run, with no record), claimed by a live worker, and left (stale claims count as left)."""
     root = results_dir()
     held = claims.claims_in(root, profile)
-    split = {"done": [], "claimed": [], "left": [], "done_records": []}
+    split = {"done": [], "diverged": [], "claimed": [], "left": [], "done_records": []}
     for config in configs:
         key = config_hash(config)
         record = load_record(config)
         if record is not None:
             split["done"].append(config)
             split["done_records"].append(record)
+        elif load_divergence(config) is not None:
+            split["diverged"].append(config)
         elif key in held and not claims.is_stale(held[key]):
             split["claimed"].append(config)
         else:
@@ -142,7 +147,8 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
     """Claim and run what is left of the grid, seed by seed (``run_order``), until nothing is left;
     a robustness grid variant by variant, nearest completion first (``robustness.sweep_order``).
 
-    ``report(kind, text)`` is told of every finished run ("done") and failure ("error"). A worker
+    ``report(kind, text)`` is told of every finished run ("done"), diverged run ("diverged") and
+    failure ("error"). A worker
     started by a sweep (``parent``: its process id) stops before its next run once that sweep has
     gone, however it was stopped (even by SIGKILL), instead of running on unseen.
     """
@@ -153,18 +159,21 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
             return
         if parent is not None and os.getppid() != parent:
             return
-        if load_record(config) is not None:
+        if is_finished(config):
             continue
         claim = claims.claim_path(root, params.profile, config_hash(config))
         if not claims.try_claim(claim):
             continue
         try:
-            if load_record(config) is not None:  # finished by another worker just before our claim
+            if is_finished(config):  # finished by another worker just before our claim
                 continue
             record = run_experiment(config, profile=params.profile, progress=False)
             ran += 1
             report("done", f"{describe(config)}: ALMA {record.final['alma']:.4f} "
                            f"({record.timings['total_seconds']:.0f} s)")
+        except RunDiverged as diverged:  # stored by run_experiment: a result; go on with the grid
+            ran += 1
+            report("diverged", f"{describe(config)}: diverged in round {diverged.round_index}: {diverged}")
         except Exception as error:
             report("error", f"{describe(config)}: {type(error).__name__}: {error}\n{traceback.format_exc()}")
             raise
@@ -211,9 +220,9 @@ def _follow(processes, queue, chapter: str, workers: int, total: int) -> int:
                 if alive:
                     continue
                 break
-            if kind == "done":
+            if kind in ("done", "diverged"):
                 bar.update(1)
-                tqdm.write(text)
+                tqdm.write(text if kind == "done" else f"DIVERGED {text}")
             else:
                 failures += 1
                 tqdm.write(f"FAILED {text}")
@@ -234,10 +243,12 @@ def variant_lines(chapter: str, params, variants: tuple[str, ...], done: list) -
     lines, here = [], this_machine()
     for variant in selected_variants(module, variants):
         configs = variant_grid(module, params, variant)
-        left = [config.resolved() for config in configs if load_record(config) is None]
+        left = [config.resolved() for config in configs if not is_finished(config)]
         seconds = estimated_seconds(left, done, here) if left else 0.0
         time_left = "" if seconds is None else f", about {duration_text(seconds)} left" if left else ""
-        lines.append(f"  {variant.name}: {len(configs)} runs, {len(configs) - len(left)} done{time_left}")
+        diverged = sum(load_divergence(config) is not None for config in configs)
+        lines.append(f"  {variant.name}: {len(configs)} runs, {len(configs) - len(left)} done"
+                     f"{f' ({diverged} diverged)' if diverged else ''}{time_left}")
     return lines
 
 
@@ -260,7 +271,8 @@ def main(argv: list[str] | None = None) -> None:
 
     params, configs = load_grid(args.chapter, args.params, args.robustness, variants)
     split = status(configs, params.profile)
-    print(f"{args.chapter} ({params.profile}): {len(configs)} runs: {len(split['done'])} done, "
+    diverged = f"{len(split['diverged'])} diverged (stored), " if split["diverged"] else ""
+    print(f"{args.chapter} ({params.profile}): {len(configs)} runs: {len(split['done'])} done, {diverged}"
           f"{len(split['claimed'])} claimed by running workers, {len(split['left'])} left")
     if args.dry_run:
         if line := pace_line(split):

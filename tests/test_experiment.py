@@ -112,3 +112,33 @@ def test_runs_with_dropout_depend_on_their_config_alone():
     again = simulate(cfg, progress=False)["history"]
     assert first[0]["client_accuracies"] == again[0]["client_accuracies"]
     assert first[0]["global_acc"] == again[0]["global_acc"]
+
+
+def test_a_run_that_diverges_stops_with_its_round_and_history():
+    from fedkd_core.experiment import RunDiverged
+
+    blowing_up = config("fedavg", rounds=3, train=TrainConfig(epochs=1, batch_size=16, lr=1e30, momentum=0.9,
+                                                               mixed_precision=False))
+    with pytest.raises(RunDiverged, match="training loss became") as caught:
+        simulate(blowing_up, progress=False)
+    assert caught.value.round_index == 1 and caught.value.history == []
+
+
+def test_a_diverged_run_is_stored_and_not_run_again(tmp_path, monkeypatch):
+    from fedkd_core import results
+    from fedkd_core.experiment import RunDiverged
+
+    blowing_up = config("fedavg", rounds=3, train=TrainConfig(epochs=1, batch_size=16, lr=1e30, momentum=0.9,
+                                                               mixed_precision=False))
+    with pytest.raises(RunDiverged):
+        run_experiment(blowing_up, root=tmp_path, profile="custom", progress=False)
+    stored = results.load_divergence(blowing_up, tmp_path)
+    assert stored.round == 1 and stored.algorithm == "fedavg" and "training loss became" in stored.error
+    assert stored.environment["precision"] == "fp32"
+    assert load_record(blowing_up, tmp_path) is None and results.is_finished(blowing_up, tmp_path)
+    assert (tmp_path / "custom" / "fedavg" / f"{config_hash(blowing_up)}.diverged.json").exists()
+
+    monkeypatch.setattr(results, "simulate", lambda *a, **k: pytest.fail("a stored divergence ran again"))
+    with pytest.raises(RunDiverged, match="delete that file to run it again") as caught:
+        run_experiment(blowing_up, root=tmp_path, progress=False)
+    assert caught.value.round_index == 1

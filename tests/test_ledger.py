@@ -110,3 +110,14 @@ def test_the_robustness_text_counts_complete_variants_that_bear_on_each_claim():
     assert texts["A > B"] == "holds in 2 of 3 variants that bear on it (3 of 5 variants run)"
     assert texts["L ≥ all"] == "holds in 1 of 2 variants that bear on it (3 of 5 variants run)"
     assert ledger.robustness_texts(table.iloc[:0], planned=5).empty
+
+
+def test_the_robustness_text_names_variants_with_diverged_runs():
+    table = pd.DataFrame({
+        "variant": ["reading", "literal KL", "literal KL", "half-run"], "claim": ["A > B", "A > B", "C", "A > B"],
+        "holds in": [2, 1, 0, 0], "of cells": [2, 1, 2, 1], "diverged": [0, 6, 6, 1],
+        "complete": [True, True, True, False]})
+    texts = ledger.robustness_texts(table, planned=3)
+    assert texts["A > B"] == ("holds in 2 of 2 variants that bear on it "
+                              "(2 of 3 variants run; runs diverged under literal KL (6))")
+    assert ledger.diverged_text(table.drop(columns="diverged")) == ""

@@ -278,3 +278,42 @@ def test_changes_from_the_reading_name_the_complete_variants_that_move_a_count()
                           "complete": [True, True, True, False, True]})
     assert rb.changes_from_reading(table, "ours") == [
         "**X** holds in 0 of 3 cells as in this chapter; in 3 of 3 with v1 (effect +0.29 points)"]  # v3 is incomplete
+
+
+def test_diverged_runs_complete_a_variant_and_leave_their_cells_out_of_its_claims(monkeypatch):
+    """pFedSD diverging in one of two seeds: FedCKD > pFedSD is judged on the other seed, the
+    annealing claim on both; the variant is complete (every run recorded or diverged), the table
+    counts the diverged run and the chapter names it."""
+    params = replace(fedckd.ROBUSTNESS_BASE, settings="practical", seeds=2)
+    reading, literal = fedckd.ROBUSTNESS[0], next(v for v in fedckd.ROBUSTNESS if "student ‖ teacher" in v.name)
+    alma = {("pfedsd", None): 0.90, ("fedckd", 0.99): 0.93, ("fedckd", 1.0): 0.94}
+
+    def split(variant):
+        configs = rb.variant_grid(fedckd, params, variant)
+        broken = [c for c in configs if variant is literal and c.algorithm == "pfedsd" and c.seed == 1]
+        return configs, broken
+
+    def records(module, base_params, variant, root=None):
+        configs, broken = split(variant)
+        return [fake_record(c, alma[(c.algorithm, c.algorithm_params.get("gamma"))] + 0.01 * c.seed
+                            + 0.01 * (variant is literal and c.algorithm_params.get("gamma") == 0.99))
+                for c in configs if c not in broken and variant in (reading, literal)]
+
+    def divergences(module, base_params, variant, root=None):
+        return [SimpleNamespace(algorithm=c.algorithm, round=3 + c.seed) for c in split(variant)[1]]
+
+    monkeypatch.setattr(rb, "variant_records", records)
+    monkeypatch.setattr(rb, "variant_divergences", divergences)
+    table = rb.claim_table(fedckd, params).set_index(["variant", "claim"])
+    row = table.loc[(literal.name, "FedCKD > pFedSD")]
+    assert (row["diverged"], row["complete"], row["seeds"], row["holds in"], row["of cells"]) == (1, True, 1, 1, 1)
+    assert row["effect"] == pytest.approx(4.0)  # seed 0 only: 0.94 - 0.90
+    assert table.loc[(literal.name, fedckd.ANNEALING_CLAIM), "seeds"] == 2
+    assert table.loc[(reading.name, "FedCKD > pFedSD"), "diverged"] == 0
+    assert rb.divergence_texts(rb.divergences_by_variant(fedckd, params)) == {literal.name: "pfedsd diverged in 1 run (round 4)"}
+
+
+def test_divergence_texts_give_each_methods_runs_and_rounds():
+    runs = [SimpleNamespace(algorithm="pfedsd", round=r) for r in (2, 3, 2)] + [SimpleNamespace(algorithm="fedckd", round=5)]
+    assert rb.divergence_texts({"v": runs, "w": []}) == {
+        "v": "fedckd diverged in 1 run (round 5); pfedsd diverged in 3 runs (rounds 2-3)"}

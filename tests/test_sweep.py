@@ -182,3 +182,21 @@ def test_runs_are_claimed_seed_by_seed_in_grid_order_within_a_seed():
 
 def test_the_estimate_reads_in_minutes_below_an_hour():
     assert [sweep.duration_text(s) for s in (5, 150, 3599, 3600, 5400)] == ["1 min", "2 min", "60 min", "1.0 h", "1.5 h"]
+
+
+def test_a_run_that_diverges_is_stored_reported_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
+    """A diverged run is a result (the method fails under that config), not a fault that stops
+    the other runs: it is stored as <key>.diverged.json, counted as run, and never retried."""
+    from fedkd_core.results import load_divergence
+
+    monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
+    params = tmp_path / "smoke.yaml"
+    params.write_text("profile: smoke\nalphas: '0.5'\nrounds: 1\nlr: 1.0e+30\nmixed_precision: false\n")
+    _, configs = sweep.load_grid("setting", params)
+    sweep.main(["setting", "--params", str(params), "--workers", "1"])  # no SystemExit: nothing failed
+    out = capsys.readouterr()
+    assert (out.out + out.err).count("DIVERGED") == len(configs) == 2  # Local and FedAvg, lr 1e30
+    assert all(load_divergence(c) is not None and load_record(c) is None for c in configs)
+    assert not list((tmp_path / "results" / ".claims").rglob("*.claim"))
+    sweep.main(["setting", "--params", str(params), "--dry-run"])
+    assert "0 done, 2 diverged (stored), 0 claimed by running workers, 0 left" in capsys.readouterr().out

@@ -82,7 +82,8 @@ def ledger() -> pd.DataFrame:
 
 def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with a "robustness" column for claims the chapter's robustness grid covers, "—"
-    for the others: "holds in k of V variants that bear on it (C of N variants run)". Only complete
+    for the others: "holds in k of V variants that bear on it (C of N variants run)", naming the
+    variants where runs diverged (:func:`diverged_text`). Only complete
     variants count; of those, a variant bears on a claim unless it leaves every method the claim
     compares as the chapter's reading has them (Selective-FD's threshold for "KnFu > FedMD")."""
     from .robustness import claim_table
@@ -98,9 +99,22 @@ def robustness_texts(table: pd.DataFrame, planned: int) -> pd.Series:
     from .robustness import variant_counts
 
     counts = variant_counts(table)
-    run = table[table.complete.astype(bool)].variant.nunique() if len(table) else 0
+    complete = table[table.complete.astype(bool)] if len(table) else table
+    run = complete.variant.nunique()
+    diverged = diverged_text(complete)
     return pd.Series({row.claim: f"holds in {row['variants holding']} of {row['variants']} variants that bear on it "
-                                 f"({run} of {planned} variants run)" for _, row in counts.iterrows()}, dtype=object)
+                                 f"({run} of {planned} variants run{diverged})" for _, row in counts.iterrows()},
+                     dtype=object)
+
+
+def diverged_text(table: pd.DataFrame) -> str:
+    """"; runs diverged under V (n)" for the variants of ``table`` with diverged runs, else ""."""
+    if "diverged" not in table or not len(table):
+        return ""
+    counts = table[table.diverged > 0].groupby("variant", sort=False).diverged.first()
+    if not len(counts):
+        return ""
+    return "; runs diverged under " + ", ".join(f"{variant} ({count})" for variant, count in counts.items())
 
 
 # --- the Claims page as a chapter of the book (it runs nothing) -----------------------------------

@@ -68,10 +68,10 @@ def sweep_order(module: ModuleType, base, names=(), root=None) -> list:
     variants with the fewest runs left first (the chapter's order among equals), seed by seed within
     a variant. A variant counts only once all its runs are committed, so a sweep stopped early should
     leave whole variants done, not every variant with its first seed (a plain grid's order)."""
-    from ..results import load_record
+    from ..results import is_finished
 
     grids = [variant_grid(module, base, variant) for variant in selected_variants(module, names)]
-    left = [sum(load_record(config, root) is None for config in grid) for grid in grids]
+    left = [sum(not is_finished(config, root) for config in grid) for grid in grids]
     nearest_first = sorted(range(len(grids)), key=lambda index: (left[index], index))
     return _once([sorted(grids[index], key=lambda config: config.seed) for index in nearest_first])
 
@@ -90,6 +90,35 @@ def variant_records(module: ModuleType, base, variant: Variant, root=None) -> li
     from ..results import stored_records
 
     return stored_records(variant_grid(module, base, variant), root)
+
+
+def variant_divergences(module: ModuleType, base, variant: Variant, root=None) -> list:
+    """The stored divergences (``results.Divergence``) of one variant's grid: runs whose training
+    became non-finite. They have no accuracy, so no claim's effect counts them; they count as run."""
+    from ..results import stored_divergences
+
+    return stored_divergences(variant_grid(module, base, variant), root)
+
+
+def divergences_by_variant(module: ModuleType, base, root=None) -> dict[str, list]:
+    return {variant.name: variant_divergences(module, base, variant, root) for variant in module.ROBUSTNESS}
+
+
+def divergence_texts(divergences: dict[str, list]) -> dict[str, str]:
+    """Per variant with diverged runs, which methods diverged in how many runs and in which
+    rounds, e.g. "pfedsd diverged in 6 runs (rounds 2-3)"."""
+    texts = {}
+    for name, diverged in divergences.items():
+        by_method: dict[str, list[int]] = {}
+        for divergence in diverged:
+            by_method.setdefault(divergence.algorithm, []).append(divergence.round)
+        if by_method:
+            texts[name] = "; ".join(
+                f"{method} diverged in {len(rounds)} run{'s' if len(rounds) != 1 else ''} "
+                f"(round{'s' if min(rounds) != max(rounds) else ''} "
+                f"{min(rounds)}{f'-{max(rounds)}' if min(rounds) != max(rounds) else ''})"
+                for method, rounds in sorted(by_method.items()))
+    return texts
 
 
 # Effects are differences of accuracies (fractions); means closer to zero than 1e-9 are ties.
@@ -119,13 +148,19 @@ def records_by_variant(module: ModuleType, base, root=None) -> dict[str, list]:
     return {variant.name: variant_records(module, base, variant, root) for variant in module.ROBUSTNESS}
 
 
-def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | None = None) -> pd.DataFrame:
-    """Per variant and claim: holds in / of cells, effect, seed spread, whether the variant's
-    grid is complete, and how many machines made its records. Variants without records are left
-    out, and so is a claim that a variant leaves exactly as the chapter's reading has it (the
-    variant changes none of its methods, e.g. Selective-FD's threshold for "KnFu > FedMD").
-    ``records``: :func:`records_by_variant`, when the caller has read them already."""
+def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | None = None,
+                divergences: dict[str, list] | None = None) -> pd.DataFrame:
+    """Per variant and claim: holds in / of cells, effect, seed spread, the variant's runs with a
+    record and those that diverged, whether its grid is complete (every run recorded or diverged),
+    and how many machines made its records. Variants without records are left out, and so is a
+    claim that a variant leaves exactly as the chapter's reading has it (the variant changes none
+    of its methods, e.g. Selective-FD's threshold for "KnFu > FedMD"). A cell and seed where one
+    of a claim's methods diverged has no effect: the claim is judged on the rest (``seeds``,
+    ``of cells``), and a claim with nothing left has no row for that variant.
+    ``records``, ``divergences``: :func:`records_by_variant` and :func:`divergences_by_variant`,
+    when the caller has read them already."""
     by_variant = records if records is not None else records_by_variant(module, base, root)
+    diverged = divergences if divergences is not None else divergences_by_variant(module, base, root)
     frames = []
     for variant in module.ROBUSTNESS:
         records = by_variant[variant.name]
@@ -134,11 +169,13 @@ def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | 
         effects = module.claim_effects(records)
         cell_keys = [c for c in effects.columns if c in module.EFFECT_CELL_KEYS]
         expected = len(variant_grid(module, base, variant))
+        failed = len(diverged.get(variant.name, []))
         frames.append(summarise_effects(effects, cell_keys).assign(variant=variant.name, runs=len(records),
-                                                                   complete=len(records) == expected,
+                                                                   diverged=failed,
+                                                                   complete=len(records) + failed == expected,
                                                                    machines=len(machines_of(records))))
-    columns = ["variant", "claim", "holds in", "of cells", "effect", "seed spread", "seeds", "runs", "complete",
-               "machines"]
+    columns = ["variant", "claim", "holds in", "of cells", "effect", "seed spread", "seeds", "runs", "diverged",
+               "complete", "machines"]
     if not frames:
         return pd.DataFrame(columns=columns)
     table = pd.concat(frames, ignore_index=True)[columns]
@@ -148,7 +185,7 @@ def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | 
                  for _, row in table.iterrows()]
     table = table[~pd.Series(unchanged, index=table.index)].reset_index(drop=True)
     return table.astype({"holds in": int, "of cells": int, "effect": float, "seed spread": float, "seeds": int,
-                         "runs": int, "complete": bool, "machines": int})
+                         "runs": int, "diverged": int, "complete": bool, "machines": int})
 
 
 def machines_of(records) -> Counter:
@@ -213,11 +250,18 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     display(Markdown(f"**{name}**: {len(module.ROBUSTNESS)} variants around `notebooks/params/robustness/{name}.yaml`"))
     display(variants_frame(module))
     records = records_by_variant(module, module.ROBUSTNESS_BASE, root)
-    table = claim_table(module, module.ROBUSTNESS_BASE, root, records)
+    divergences = divergences_by_variant(module, module.ROBUSTNESS_BASE, root)
+    table = claim_table(module, module.ROBUSTNESS_BASE, root, records, divergences)
     if not len(table):
         display(Markdown("No variant has records yet."))
         return table
     display(table.round(2))
+    diverged = divergence_texts(divergences)
+    if diverged:
+        display(Markdown("Runs that **diverged** (training loss or weights became non-finite; stored as "
+                         "`<key>.diverged.json`, not retried). They have no accuracy, so the claims above are "
+                         "judged on the cells and seeds where every method they compare finished:\n\n"
+                         + "\n".join(f"* {name}: {text}" for name, text in diverged.items())))
     notes = machine_notes(records)
     if notes:
         display(Markdown("Records of more than one machine (`machines` above): fp32 on another CPU moved committed "
