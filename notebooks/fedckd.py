@@ -433,3 +433,49 @@ if len(main):
 from fedkd_core.chapters import robustness  # noqa: E402
 
 robustness_table = robustness.show(chapter, "fedckd")
+
+# %% [markdown]
+# **Why the literal KL can diverge.** Hinton's KL(p_teacher ‖ p_student) has the gradient
+# $\lambda\tau\,(q_i - p_i)$ in the student's logit $z_i$ (with the τ² scaling): never larger than λτ.
+# The literal reading KL(p_k ‖ p_teacher) $= \sum_i q_i(\log q_i - \log p_i)$ has the gradient
+# $\lambda\tau\, q_i\,(\log q_i - \log p_i - \mathrm{KL})$: it, and the loss's curvature, grow with
+# $-\log p_i$. A personalised teacher trained on one or two classes puts probabilities near zero on the
+# others, so wherever the student still gives them mass the loss is far steeper and sharper than CE,
+# and SGD with momentum 0.9 at lr 0.01, stable for CE, may no longer be. Our implementation clamps the
+# teacher's probabilities at $10^{-12}$ ($-\log p_i \le 27.6$), which bounds both; the exact
+# log-probabilities would make them larger still. The cell below computes, for one sample, each term's
+# largest logit gradient and curvature (largest Hessian eigenvalue in the logits) for a student still
+# uniform over the classes and a teacher confident in one class, at this chapter's τ and λ.
+
+# %% tags=["hide-input"]
+import torch  # noqa: E402
+from torch.autograd.functional import hessian  # noqa: E402
+
+from fedkd_core.algorithms.fedckd import KL_DIRECTIONS  # noqa: E402
+from fedkd_core.distill import tempered_softmax  # noqa: E402
+
+
+def logit_sharpness(loss_of, classes: int = 10) -> dict:
+    """The largest |gradient| and the largest |Hessian eigenvalue| of ``loss_of`` in the logits, at
+    uniform logits."""
+    student = torch.zeros(classes, requires_grad=True)
+    loss_of(student.view(1, -1)).backward()
+    curvature = torch.linalg.eigvalsh(hessian(lambda z: loss_of(z.view(1, -1)), torch.zeros(classes)))
+    return {"largest |∂loss/∂z|": float(student.grad.abs().max()), "largest curvature": float(curvature.abs().max())}
+
+
+distillation = algorithm_config("pfedsd", {})
+confident_teacher = tempered_softmax(torch.tensor([[40.0] + [-60.0] * 9]), distillation.temperature)
+sharpness = {"CE (label = the teacher's class)": logit_sharpness(
+    lambda z: torch.nn.functional.cross_entropy(z, torch.tensor([0])))}
+for direction, kl in KL_DIRECTIONS.items():
+    sharpness[f"λ·τ²·KL({direction.replace('_', ' ‖ ')})"] = logit_sharpness(
+        lambda z, kl=kl: distillation.lam * kl(z, confident_teacher, distillation.temperature, True))
+display(Markdown(f"τ = {distillation.temperature:g}, λ = {distillation.lam:g}:"))
+display(pd.DataFrame(sharpness).T.round(3))
+
+# %% tags=["hide-input"]
+divergences = robustness.divergences_by_variant(chapter, chapter.ROBUSTNESS_BASE)
+diverged_lines = [f"**{name}**: {text}" for name, text in robustness.divergence_texts(divergences).items()]
+display(Markdown("In this book's records: " + ("; ".join(diverged_lines) + "." if diverged_lines else
+                                               "no robustness run has diverged.")))
