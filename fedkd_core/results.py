@@ -36,7 +36,7 @@ RECORD_VERSION = 2  # 2: randomness per (seed, round, party), fedkd_core.randomn
 def results_dir(root: str | os.PathLike | None = None) -> Path:
     if root is not None:
         return Path(root).expanduser()
-    if "FEDKD_RESULTS" in os.environ:
+    if os.environ.get("FEDKD_RESULTS"):  # set and not empty (an empty one would mean the working directory)
         return Path(os.environ["FEDKD_RESULTS"]).expanduser()
     checkout = Path(__file__).resolve().parents[1]
     if (checkout / "pyproject.toml").exists():

@@ -1,6 +1,7 @@
 """End to end on the real offline data: learning, determinism, traffic, records, bad input."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,12 @@ def test_a_diverged_run_is_stored_and_not_run_again(tmp_path, monkeypatch):
     with pytest.raises(RunDiverged, match="delete that file to run it again") as caught:
         run_experiment(blowing_up, root=tmp_path, progress=False)
     assert caught.value.round_index == 1
+
+
+def test_an_empty_fedkd_results_is_unset_not_the_working_directory(monkeypatch, tmp_path):
+    from fedkd_core.results import results_dir
+
+    monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path))
+    assert results_dir() == tmp_path
+    monkeypatch.setenv("FEDKD_RESULTS", "")
+    assert results_dir() != Path("") and results_dir().name == "results"
