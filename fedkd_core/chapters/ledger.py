@@ -83,7 +83,7 @@ def ledger() -> pd.DataFrame:
 def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with a "robustness" column for claims the chapter's robustness grid covers, "—"
     for the others: "holds in k of V variants that bear on it (C of N variants run)", naming the
-    variants where runs diverged (:func:`diverged_text`). Only complete
+    variants whose diverged runs left the claim without a cell (:func:`unjudged_text`). Only complete
     variants count; of those, a variant bears on a claim unless it leaves every method the claim
     compares as the chapter's reading has them (Selective-FD's threshold for "KnFu > FedMD")."""
     from .robustness import claim_table
@@ -101,20 +101,20 @@ def robustness_texts(table: pd.DataFrame, planned: int) -> pd.Series:
     counts = variant_counts(table)
     complete = table[table.complete.astype(bool)] if len(table) else table
     run = complete.variant.nunique()
-    diverged = diverged_text(complete)
     return pd.Series({row.claim: f"holds in {row['variants holding']} of {row['variants']} variants that bear on it "
-                                 f"({run} of {planned} variants run{diverged})" for _, row in counts.iterrows()},
-                     dtype=object)
+                                 f"({run} of {planned} variants run{unjudged_text(complete, row.claim)})"
+                      for _, row in counts.iterrows()}, dtype=object)
 
 
-def diverged_text(table: pd.DataFrame) -> str:
-    """"; runs diverged under V (n)" for the variants of ``table`` with diverged runs, else ""."""
+def unjudged_text(table: pd.DataFrame, claim: str) -> str:
+    """"; not judged under V, where n runs diverged" for the complete variants of ``table`` whose
+    diverged runs left ``claim`` without a single cell (no row for it), else ""."""
     if "diverged" not in table or not len(table):
         return ""
-    counts = table[table.diverged > 0].groupby("variant", sort=False).diverged.first()
-    if not len(counts):
-        return ""
-    return "; runs diverged under " + ", ".join(f"{variant} ({count})" for variant, count in counts.items())
+    diverged = table[table.diverged > 0].groupby("variant", sort=False).diverged.first()
+    judged = set(table[table.claim == claim].variant)
+    unjudged = [f"{variant}, where {count} runs diverged" for variant, count in diverged.items() if variant not in judged]
+    return "; not judged under " + "; ".join(unjudged) if unjudged else ""
 
 
 # --- the Claims page as a chapter of the book (it runs nothing) -----------------------------------
