@@ -317,3 +317,11 @@ def test_divergence_texts_give_each_methods_runs_and_rounds():
     runs = [SimpleNamespace(algorithm="pfedsd", round=r) for r in (2, 3, 2)] + [SimpleNamespace(algorithm="fedckd", round=5)]
     assert rb.divergence_texts({"v": runs, "w": []}) == {
         "v": "fedckd diverged in 1 run (round 5); pfedsd diverged in 3 runs (rounds 2-3)"}
+
+
+def test_effect_shifts_name_complete_variants_that_move_an_effect_beyond_the_seed_spread():
+    table = pd.DataFrame({"variant": ["ours", "v1", "v2", "v3", "v4"], "claim": ["X"] * 5,
+                          "effect": [2.0, 0.1, 1.5, 5.0, 4.0], "seed spread": [1.0, 0.5, 0.2, 0.5, 3.5],
+                          "complete": [True, True, True, False, True]})
+    # v1 moved 1.9 > 1.0; v2 0.5 <= 1.0; v3 incomplete; v4 moved 2.0 <= its own spread 3.5
+    assert rb.effect_shifts(table, "ours") == ["**X**: +2.00 ± 1.00 points as in this chapter; +0.10 ± 0.50 with v1"]

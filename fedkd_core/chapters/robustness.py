@@ -236,6 +236,26 @@ def changes_from_reading(table: pd.DataFrame, reading: str) -> list[str]:
     return lines
 
 
+def effect_shifts(table: pd.DataFrame, reading: str) -> list[str]:
+    """Per claim, the complete variants whose effect differs from the reading's by more than the
+    larger of the two seed spreads (a change in the claim's size that the seeds do not explain),
+    as one line of text each; claims that no variant moves so far are left out."""
+    complete = table[table.complete.astype(bool)] if len(table) else table
+    lines = []
+    for claim, rows in complete.groupby("claim", sort=False):
+        own = rows[rows.variant == reading]
+        if not len(own):
+            continue
+        base = own.iloc[0]
+        others = rows[rows.variant != reading]
+        moved = others[(others.effect - base.effect).abs() > others["seed spread"].clip(lower=base["seed spread"])]
+        if len(moved):
+            lines.append(f"**{claim}**: {base.effect:+.2f} ± {base['seed spread']:.2f} points as in this chapter; "
+                         + "; ".join(f"{row.effect:+.2f} ± {row['seed spread']:.2f} with {row.variant}"
+                                     for _, row in moved.iterrows()))
+    return lines
+
+
 def variants_frame(module: ModuleType) -> pd.DataFrame:
     """The chapter's variants as a table: name, the fields it changes, why."""
     return pd.DataFrame([(v.name, ", ".join(f"{k} = {x}" for k, x in v.overrides.items()) or "—", v.why)
@@ -271,6 +291,10 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     changes = changes_from_reading(table, module.ROBUSTNESS[0].name)
     if changes:
         display(Markdown("Where a variant changes a verdict's count:\n\n" + "\n".join(f"* {line}" for line in changes)))
+    shifts = effect_shifts(table, module.ROBUSTNESS[0].name)
+    if shifts:
+        display(Markdown("Where a variant moves a claim's effect by more than the seeds' spread (mean ± spread "
+                         "over seeds):\n\n" + "\n".join(f"* {line}" for line in shifts)))
     counts = variant_counts(table)
     if len(counts):
         display(Markdown("\n".join(f"* **{row.claim}** holds in every cell in {row['variants holding']} of the "
