@@ -21,7 +21,7 @@ from .algorithms.base import message_bytes
 from .federation import DataConfig, FederatedData, build_federated_data
 from .models import check_model_name
 from .randomness import SERVER, party_randomness
-from .training import TrainConfig, correct_predictions
+from .training import NonFiniteLoss, TrainConfig, correct_predictions
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.devic
         try:
             traffic = _run_round(algorithm, round_index,
                                  select_clients(sampler, data.num_clients, config.participation), clients)
-        except FloatingPointError as error:  # a non-finite training loss (training.check_finite)
+        except (NonFiniteLoss, DivergedError) as error:  # a client's loss or model became non-finite
             raise RunDiverged(str(error), round_index, history) from error
         seconds = time.perf_counter() - start
         totals = {"train_seconds": totals["train_seconds"] + seconds,
@@ -220,9 +220,10 @@ class DivergedError(FloatingPointError):
 
 
 class RunDiverged(FloatingPointError):
-    """A run whose training loss or weights became non-finite in round ``round_index``: a result
-    (the method fails under this config), not a fault of the run. ``history``: the rounds
-    evaluated before it (see :func:`simulate`)."""
+    """A run whose training loss or weights became non-finite: a result (the method fails under
+    this config), not a fault of the run. ``round_index``: the round in which it was found (a
+    loss: the round it happened in; non-finite weights: the round evaluated, the same with
+    ``eval_every`` 1). ``history``: the rounds evaluated before it (see :func:`simulate`)."""
 
     def __init__(self, message: str, round_index: int, history: list):
         super().__init__(message)

@@ -241,7 +241,21 @@ def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = Tru
         raise
     record = outcome_record(config, outcome, time.perf_counter() - start, device, profile)
     save_record(record, root)
+    forget_divergences(config, root)  # a rerun (use_cache=False) that finished: the record stands alone
     return record
+
+
+def run_grid(configs, *, root=None, profile: str = "custom", progress: bool = True) -> list[RunRecord]:
+    """The records of ``configs`` (:func:`run_experiment` each, in order). A run that diverges is
+    left out, and a line says so, so that a chapter goes on with the rest: its tables then count
+    the runs they have (seeds, cells), and the stored divergence says what happened."""
+    records = []
+    for config in configs:
+        try:
+            records.append(run_experiment(config, root=root, profile=profile, progress=progress))
+        except RunDiverged as diverged:
+            print(f"left out: {config.algorithm} (seed {config.seed}) diverged in round {diverged.round_index}: {diverged}")
+    return records
 
 
 # --- runs that diverged ---------------------------------------------------------------------------
@@ -267,8 +281,11 @@ class Divergence:
         return self.config["algorithm"]
 
 
+DIVERGED_SUFFIX = ".diverged.json"
+
+
 def divergence_path(config: ExperimentConfig, profile: str, root=None) -> Path:
-    return results_dir(root) / profile / config.algorithm / f"{config_hash(config)}.diverged.json"
+    return results_dir(root) / profile / config.algorithm / f"{config_hash(config)}{DIVERGED_SUFFIX}"
 
 
 def divergence_of(config: ExperimentConfig, error: RunDiverged, seconds: float, device: torch.device,
@@ -281,13 +298,19 @@ def divergence_of(config: ExperimentConfig, error: RunDiverged, seconds: float, 
 
 
 def save_divergence(divergence: Divergence, root=None) -> Path:
-    path = results_dir(root) / divergence.profile / divergence.algorithm / f"{divergence.key}.diverged.json"
-    return write_record(divergence, path)
+    return write_record(divergence, results_dir(root) / divergence.profile / divergence.algorithm
+                        / f"{divergence.key}{DIVERGED_SUFFIX}")
+
+
+def forget_divergences(config: ExperimentConfig, root=None) -> None:
+    """Delete ``config``'s stored divergences (it has since finished: a record wins)."""
+    for path in results_dir(root).glob(f"*/{config.algorithm}/{config_hash(config)}{DIVERGED_SUFFIX}"):
+        path.unlink(missing_ok=True)
 
 
 def load_divergence(config: ExperimentConfig, root=None) -> Divergence | None:
     """The stored divergence of ``config`` under any profile (paper first), or None."""
-    found = sorted(results_dir(root).glob(f"*/{config.algorithm}/{config_hash(config)}.diverged.json"),
+    found = sorted(results_dir(root).glob(f"*/{config.algorithm}/{config_hash(config)}{DIVERGED_SUFFIX}"),
                    key=_profile_rank)
     if not found:
         return None
@@ -299,8 +322,8 @@ def load_divergence(config: ExperimentConfig, root=None) -> Divergence | None:
 
 
 def stored_divergences(configs, root=None) -> list[Divergence]:
-    """The stored divergences of ``configs`` that have one (nothing is run)."""
-    found = [load_divergence(config, root) for config in configs]
+    """The stored divergences of ``configs`` that have one and no record (nothing is run)."""
+    found = [load_divergence(config, root) for config in configs if load_record(config, root) is None]
     return [divergence for divergence in found if divergence is not None]
 
 

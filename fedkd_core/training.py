@@ -139,7 +139,7 @@ def train(
     leaves gradients as they are.
 
     The loss is summed on the device and checked once per epoch: no host synchronisation per
-    step. A non-finite loss raises FloatingPointError at the end of the epoch it appeared in.
+    step. A non-finite loss raises NonFiniteLoss (a FloatingPointError) at the end of the epoch it appeared in.
     """
     device = next(model.parameters()).device
     bf16 = use_bf16(config.mixed_precision, device)
@@ -163,10 +163,14 @@ def train(
     return float(total) / max(steps, 1)
 
 
+class NonFiniteLoss(FloatingPointError):
+    """A training loss that became NaN or infinite: the run diverged."""
+
+
 def check_finite(loss_sum: torch.Tensor, config: TrainConfig, bf16: bool) -> None:
     value = float(loss_sum)
     if not math.isfinite(value):
-        raise FloatingPointError(
+        raise NonFiniteLoss(
             f"training loss became {value} (lr={config.lr}, optimizer={config.optimizer}, "
             f"precision={precision_name(bf16)}); lower lr" + (" or set mixed_precision false" if bf16 else "")
         )

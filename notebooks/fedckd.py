@@ -90,7 +90,7 @@ from fedkd_core import plots, report
 from fedkd_core.algorithms import algorithm_config
 from fedkd_core.chapters import fedckd as chapter
 from fedkd_core.chapters import notebook_params, reuse_message
-from fedkd_core.results import run_experiment
+from fedkd_core.results import run_grid
 
 params = notebook_params(chapter.Params, globals())
 display(report.parameters_table(params))
@@ -185,7 +185,7 @@ if params.forgetting_rounds:
 # ## Runs
 #
 # The main grid (Tables I–III, Figs. 4–5), the annealing ablation (Table IV) and the
-# sensitivity study (Table V) are lists of `ExperimentConfig`s; `run_experiment` returns the
+# sensitivity study (Table V) are lists of `ExperimentConfig`s; `run_grid` returns the
 # stored record when the same configuration has run before. The committed records of the
 # **reduced** profile (Tables I–II's Fashion-MNIST column at the paper's setting on a fifteenth of
 # the images for 15 rounds, 3 seeds, and Table IV's pair) are shown whatever profile runs this
@@ -196,7 +196,7 @@ if params.forgetting_rounds:
 
 # %%
 planned = chapter.records_and_runs(params)
-records = {name: shown + [run_experiment(c, profile=params.profile, progress=False) for c in configs]
+records = {name: shown + run_grid(configs, profile=params.profile, progress=False)
            for name, (shown, configs) in planned.items()}
 ours = {name: chapter.summary(recs) if recs else pd.DataFrame() for name, recs in records.items()}
 every = list({r.key: r for recs in records.values() for r in recs}.values())

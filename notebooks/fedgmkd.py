@@ -74,7 +74,7 @@ from fedkd_core.algorithms import algorithm_config
 from fedkd_core.chapters import fedgmkd as chapter
 from fedkd_core.chapters import notebook_params, reuse_message
 from fedkd_core.federation import build_federated_data
-from fedkd_core.results import run_experiment
+from fedkd_core.results import run_grid
 
 params = notebook_params(chapter.Params, globals())
 display(report.parameters_table(params))
@@ -187,14 +187,14 @@ fig.tight_layout()
 # %% [markdown]
 # ## Runs
 #
-# This profile's grid runs here (`run_experiment` returns a stored record when the same
+# This profile's grid runs here (`run_grid` returns a stored record when the same
 # configuration has run before). Cells that the committed records of the **reduced** profile
 # cover are shown from those records, in every profile, as long as this profile runs the reduced
 # profile's method (model, optimiser, GMM size, the FedGMKD options `min_components`, `dat_a`, `dat_reference`, `kd_on`, `max_grad_norm`; only the scale differs) and `reuse_reduced` is on.
 
 # %%
 reduced_records = chapter.reduced_profile_records()
-runs = [run_experiment(c, profile=params.profile, progress=False) for c in chapter.experiments_to_run(params, reduced_records)]
+runs = run_grid(chapter.experiments_to_run(params, reduced_records), profile=params.profile, progress=False)
 records = list({r.key: r for r in reduced_records + runs}.values())
 if message := reuse_message(params, chapter.method_differences(params)):
     print(message)

@@ -74,7 +74,7 @@ from fedkd_core import plots, report
 from fedkd_core.chapters import knfu, notebook_params, reuse_message
 from fedkd_core.models import InputShape, make_model
 from fedkd_core.precision import describe_setting
-from fedkd_core.results import run_experiment
+from fedkd_core.results import run_grid
 
 
 params = notebook_params(knfu.Params, globals())
@@ -175,7 +175,7 @@ print(f"heaviest neighbour among the 3 truly closest: {agreement['heaviest_is_cl
 # %% [markdown]
 # ## The runs
 #
-# Every run is an `ExperimentConfig`; `run_experiment` returns the stored record when the same
+# Every run is an `ExperimentConfig`; `run_grid` returns the stored record when the same
 # configuration ran before. Cells of the grid that already have paper-profile records (from the
 # sweep) are taken from `results/paper/` and not run again, as long as this profile runs the paper
 # profile's method: change a method setting (`-p lr 0.01`, `-p optimizer sgd`) and every cell runs
@@ -186,7 +186,7 @@ paper_records = knfu.reusable_paper_records(params)
 if message := reuse_message(params, knfu.method_differences(params), reference="paper"):
     print(message)
 configs = knfu.experiments_to_run(params, paper_records)
-records = [run_experiment(config, profile=params.profile, progress=False) for config in configs]
+records = run_grid(configs, profile=params.profile, progress=False)
 covered = {knfu.cell_of(r) for r in paper_records}
 records = [r for r in records if knfu.cell_of(r) not in covered] + paper_records
 finals = knfu.final_table(records)

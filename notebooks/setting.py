@@ -64,7 +64,7 @@ from IPython.display import Markdown, display
 from fedkd_core import partition, plots, report
 from fedkd_core.chapters import notebook_params, setting
 from fedkd_core.data import load_dataset
-from fedkd_core.results import run_experiment
+from fedkd_core.results import run_grid
 
 params = notebook_params(setting.Params, globals())
 display(report.parameters_table(params))
@@ -113,13 +113,15 @@ print(pd.DataFrame.from_dict({name: skew_summary(parts) for name, parts in split
 # %% [markdown]
 # ## Local vs FedAvg across heterogeneity
 #
-# Every run below is one `ExperimentConfig`; `run_experiment` returns the stored record when the
+# Every run below is one `ExperimentConfig`; `run_grid` returns the stored record when the
 # same configuration has run before (records under `results/<profile>/`), so rerunning the
-# chapter only computes what is new.
+# chapter only computes what is new. A run whose training diverges (a loss or weights that are no
+# longer finite) is a result too: it is stored as `<key>.diverged.json`, left out of the tables
+# with a line saying so, and not run again.
 
 # %%
 configs = setting.experiments(params)
-records = [run_experiment(config, profile=params.profile) for config in configs]
+records = run_grid(configs, profile=params.profile)
 finals = report.final_metrics(records)
 print(f"{len(records)} runs, profile '{params.profile}', "
       f"{sum(r.timings['total_seconds'] for r in records):.0f} s of compute in their records")

@@ -152,3 +152,38 @@ def test_an_empty_fedkd_results_is_unset_not_the_working_directory(monkeypatch, 
     assert results_dir() == tmp_path
     monkeypatch.setenv("FEDKD_RESULTS", "")
     assert results_dir() != Path("") and results_dir().name == "results"
+
+
+def test_a_record_replaces_a_stored_divergence_and_a_grid_leaves_diverged_runs_out(tmp_path, capsys):
+    from fedkd_core import results
+
+    diverging = config("fedavg", rounds=1, train=TrainConfig(epochs=1, batch_size=16, lr=1e30, momentum=0.9,
+                                                             mixed_precision=False))
+    fine = config("local", rounds=1, data=DataConfig("mnist", num_clients=2, samples_per_client=50, local_test_size=50),
+                  global_test_size=100)
+    records = results.run_grid([diverging, fine], root=tmp_path, progress=False)
+    assert [r.config["algorithm"] for r in records] == ["local"]
+    assert "left out: fedavg (seed 0) diverged in round 1" in capsys.readouterr().out
+    assert results.stored_divergences([diverging, fine], tmp_path)[0].key == config_hash(diverging)
+
+    # the same key finished after all (e.g. made on another machine): the record wins, the divergence goes
+    record = results.run_experiment(fine, root=tmp_path, progress=False)
+    results.save_divergence(results.Divergence(config=record.config, key=record.key, round=1, error="stale",
+                                               history=[], timings={}, environment={}, profile="custom"), tmp_path)
+    assert results.stored_divergences([fine], tmp_path) == []
+    results.run_experiment(fine, root=tmp_path, use_cache=False, progress=False)
+    assert results.load_divergence(fine, tmp_path) is None
+
+
+def test_a_non_positive_definite_covariance_is_a_failure_not_a_divergence(monkeypatch):
+    """Only a non-finite loss or weights make a run diverge; another FloatingPointError (e.g.
+    feature_density's covariances that no jitter repairs) is a fault and is raised as it is."""
+    from fedkd_core import experiment
+
+    def covariance_fault(*args, **kwargs):
+        raise FloatingPointError("feature covariances are not positive definite")
+
+    monkeypatch.setattr(experiment, "_run_round", covariance_fault)
+    with pytest.raises(FloatingPointError, match="positive definite") as caught:
+        simulate(config("fedavg", rounds=1), progress=False)
+    assert not isinstance(caught.value, experiment.RunDiverged)

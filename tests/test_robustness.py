@@ -320,8 +320,39 @@ def test_divergence_texts_give_each_methods_runs_and_rounds():
 
 
 def test_effect_shifts_name_complete_variants_that_move_an_effect_beyond_the_seed_spread():
-    table = pd.DataFrame({"variant": ["ours", "v1", "v2", "v3", "v4"], "claim": ["X"] * 5,
-                          "effect": [2.0, 0.1, 1.5, 5.0, 4.0], "seed spread": [1.0, 0.5, 0.2, 0.5, 3.5],
-                          "complete": [True, True, True, False, True]})
-    # v1 moved 1.9 > 1.0; v2 0.5 <= 1.0; v3 incomplete; v4 moved 2.0 <= its own spread 3.5
+    table = pd.DataFrame({"variant": ["ours", "v1", "v2", "v3", "v4", "v5"], "claim": ["X"] * 6,
+                          "effect": [2.0, 0.1, 1.5, 5.0, 4.0, 9.0], "seed spread": [1.0, 0.5, 0.2, 0.5, 3.5, 0.0],
+                          "of cells": [2] * 6, "seeds": [3, 3, 3, 3, 3, 1],
+                          "complete": [True, True, True, False, True, True]})
+    # v1 moved 1.9 > 1.0; v2 0.5 <= 1.0; v3 incomplete; v4 moved 2.0 <= its own spread 3.5; v5 judged on 1 seed
     assert rb.effect_shifts(table, "ours") == ["**X**: +2.00 ± 1.00 points as in this chapter; +0.10 ± 0.50 with v1"]
+
+
+def test_a_claim_whose_methods_diverged_in_every_run_of_a_variant_is_unjudged_there(monkeypatch):
+    """pFedSD diverging in every run of a variant: FedCKD > pFedSD gets a row with no cells there
+    (shown, not counted), the annealing claim is judged as usual; a variant whose runs all
+    diverged still appears."""
+    params = replace(fedckd.ROBUSTNESS_BASE, settings="practical", seeds=1)
+    reading, literal, no_t2 = fedckd.ROBUSTNESS[0], fedckd.ROBUSTNESS[1], fedckd.ROBUSTNESS[2]
+    alma = {("pfedsd", None): 0.90, ("fedckd", 0.99): 0.93, ("fedckd", 1.0): 0.94}
+    broken = {literal.name: lambda c: c.algorithm == "pfedsd", no_t2.name: lambda c: True}
+
+    def configs(variant, diverged):
+        chosen = broken.get(variant.name, lambda c: False)
+        return [c for c in rb.variant_grid(fedckd, params, variant) if chosen(c) == diverged]
+
+    monkeypatch.setattr(rb, "variant_records", lambda m, b, variant, root=None: [
+        fake_record(c, alma[(c.algorithm, c.algorithm_params.get("gamma"))]
+                    + 0.01 * (variant is literal and c.algorithm_params.get("gamma") == 0.99))
+        for c in configs(variant, False) if variant in (reading, literal)])
+    monkeypatch.setattr(rb, "variant_divergences", lambda m, b, variant, root=None: [
+        SimpleNamespace(algorithm=c.algorithm, round=2) for c in configs(variant, True)])
+    table = rb.claim_table(fedckd, params).set_index(["variant", "claim"])
+    unjudged = table.loc[(literal.name, "FedCKD > pFedSD")]
+    assert (unjudged["of cells"], unjudged["holds in"], unjudged["diverged"], unjudged["complete"]) == (0, 0, 1, True)
+    assert table.loc[(literal.name, fedckd.ANNEALING_CLAIM), "of cells"] == 1
+    assert set(table.loc[no_t2.name].index) == {"FedCKD > pFedSD", fedckd.ANNEALING_CLAIM}  # all diverged: both unjudged
+    assert (table.loc[no_t2.name, "of cells"] == 0).all() and (table.loc[no_t2.name, "runs"] == 0).all()
+    counts = rb.variant_counts(table.reset_index()).set_index("claim")
+    assert counts.loc["FedCKD > pFedSD", "variants"] == 1  # only the reading judged it
+    assert rb.changes_from_reading(table.reset_index(), reading.name) == []

@@ -96,10 +96,10 @@ def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
 
 def robustness_texts(table: pd.DataFrame, planned: int) -> pd.Series:
     """Per claim of a :func:`robustness.claim_table`, the Claims page's robustness text."""
-    from .robustness import variant_counts
+    from .robustness import complete_rows, variant_counts
 
     counts = variant_counts(table)
-    complete = table[table.complete.astype(bool)] if len(table) else table
+    complete = complete_rows(table)
     run = complete.variant.nunique()
     return pd.Series({row.claim: f"holds in {row['variants holding']} of {row['variants']} variants that bear on it "
                                  f"({run} of {planned} variants run{unjudged_text(complete, row.claim)})"
@@ -107,14 +107,15 @@ def robustness_texts(table: pd.DataFrame, planned: int) -> pd.Series:
 
 
 def unjudged_text(table: pd.DataFrame, claim: str) -> str:
-    """"; not judged under V, where n runs diverged" for the complete variants of ``table`` whose
-    diverged runs left ``claim`` without a single cell (no row for it), else ""."""
-    if "diverged" not in table or not len(table):
+    """"; not judged under V, where n runs diverged" for the complete variants of a
+    :func:`robustness.claim_table` whose diverged runs left ``claim`` without a cell, else ""."""
+    from .robustness import complete_rows
+
+    complete = complete_rows(table)
+    if not len(complete):
         return ""
-    diverged = table[table.diverged > 0].groupby("variant", sort=False).diverged.first()
-    judged = set(table[table.claim == claim].variant)
-    unjudged = [f"{variant}, where {count} runs diverged" for variant, count in diverged.items() if variant not in judged]
-    return "; not judged under " + "; ".join(unjudged) if unjudged else ""
+    unjudged = complete[(complete.claim == claim) & (complete["of cells"] == 0)]
+    return "".join(f"; not judged under {row.variant}, where {row.diverged} runs diverged" for _, row in unjudged.iterrows())
 
 
 # --- the Claims page as a chapter of the book (it runs nothing) -----------------------------------

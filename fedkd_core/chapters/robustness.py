@@ -140,7 +140,35 @@ def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], scale: float 
         rows.append({"claim": claim, "holds in": int((per_cell.round(TIE_DECIMALS) > 0).sum()), "of cells": len(per_cell),
                      "effect": float(values[claim].mean() * scale),
                      "seed spread": float(per_seed.std(ddof=0) * scale), "seeds": int(values.seed.nunique())})
-    return pd.DataFrame(rows, columns=["claim", "holds in", "of cells", "effect", "seed spread", "seeds"])
+    return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
+
+
+EFFECT_COLUMNS = ["claim", "holds in", "of cells", "effect", "seed spread", "seeds"]
+
+
+def summarise_variant(module: ModuleType, records: list) -> pd.DataFrame:
+    """:func:`summarise_effects` of one variant's records (no records: no claims)."""
+    if not records:
+        return pd.DataFrame(columns=EFFECT_COLUMNS)
+    effects = module.claim_effects(records)
+    return summarise_effects(effects, [c for c in effects.columns if c in module.EFFECT_CELL_KEYS])
+
+
+def unjudged_rows(claims: list[str]) -> pd.DataFrame:
+    """Rows for claims that a variant could not judge at all (its runs diverged): no cells."""
+    return pd.DataFrame({"claim": claims, "holds in": 0, "of cells": 0, "effect": float("nan"),
+                         "seed spread": float("nan"), "seeds": 0}, columns=EFFECT_COLUMNS)
+
+
+def complete_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a :func:`claim_table` whose variant has every run recorded or diverged."""
+    return table[table.complete.astype(bool)] if len(table) else table
+
+
+def judged_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The :func:`complete_rows` that judged their claim on at least one cell."""
+    complete = complete_rows(table)
+    return complete[complete["of cells"] > 0] if len(complete) else complete
 
 
 def records_by_variant(module: ModuleType, base, root=None) -> dict[str, list]:
@@ -152,28 +180,29 @@ def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | 
                 divergences: dict[str, list] | None = None) -> pd.DataFrame:
     """Per variant and claim: holds in / of cells, effect, seed spread, the variant's runs with a
     record and those that diverged, whether its grid is complete (every run recorded or diverged),
-    and how many machines made its records. Variants without records are left out, and so is a
+    and how many machines made its records. Variants without runs are left out, and so is a
     claim that a variant leaves exactly as the chapter's reading has it (the variant changes none
     of its methods, e.g. Selective-FD's threshold for "KnFu > FedMD"). A cell and seed where one
     of a claim's methods diverged has no effect: the claim is judged on the rest (``seeds``,
-    ``of cells``), and a claim with nothing left has no row for that variant.
+    ``of cells``); a claim with nothing left has a row with no cells (``of cells`` 0, no effect):
+    the variant could not judge it.
     ``records``, ``divergences``: :func:`records_by_variant` and :func:`divergences_by_variant`,
     when the caller has read them already."""
     by_variant = records if records is not None else records_by_variant(module, base, root)
     diverged = divergences if divergences is not None else divergences_by_variant(module, base, root)
-    frames = []
+    frames, claims = [], []
     for variant in module.ROBUSTNESS:
-        records = by_variant[variant.name]
-        if not records:
+        records, failed = by_variant[variant.name], len(diverged.get(variant.name, []))
+        if not records and not failed:
             continue
-        effects = module.claim_effects(records)
-        cell_keys = [c for c in effects.columns if c in module.EFFECT_CELL_KEYS]
+        summary = summarise_variant(module, records)
+        claims += [claim for claim in summary.claim if claim not in claims]
+        if failed:  # claims its divergences left without a cell: a row with no cells, so it shows
+            summary = pd.concat([summary, unjudged_rows([c for c in claims if c not in set(summary.claim)])],
+                                ignore_index=True)
         expected = len(variant_grid(module, base, variant))
-        failed = len(diverged.get(variant.name, []))
-        frames.append(summarise_effects(effects, cell_keys).assign(variant=variant.name, runs=len(records),
-                                                                   diverged=failed,
-                                                                   complete=len(records) + failed == expected,
-                                                                   machines=len(machines_of(records))))
+        frames.append(summary.assign(variant=variant.name, runs=len(records), diverged=failed,
+                                     complete=len(records) + failed == expected, machines=len(machines_of(records))))
     columns = ["variant", "claim", "holds in", "of cells", "effect", "seed spread", "seeds", "runs", "diverged",
                "complete", "machines"]
     if not frames:
@@ -208,8 +237,8 @@ def machine_notes(records: dict[str, list]) -> list[str]:
 
 def variant_counts(table: pd.DataFrame) -> pd.DataFrame:
     """Per claim: in how many variants it holds in every cell, of the variants whose grid is
-    complete (a variant still being swept does not count yet)."""
-    complete = table[table.complete.astype(bool)] if len(table) else table
+    complete (a variant still being swept does not count yet) and that judged it on some cell."""
+    complete = judged_rows(table)
     if not len(complete):
         return pd.DataFrame(columns=["claim", "variants holding", "variants"])
     whole = complete.assign(holds=complete["holds in"] == complete["of cells"])
@@ -221,7 +250,7 @@ def changes_from_reading(table: pd.DataFrame, reading: str) -> list[str]:
     """Per claim, the complete variants under which it holds in another number of cells than in
     the chapter's own reading (``reading``, the first variant), as one line of text each; claims
     that no variant changes are left out."""
-    complete = table[table.complete.astype(bool)] if len(table) else table
+    complete = judged_rows(table)
     lines = []
     for claim, rows in complete.groupby("claim", sort=False):
         own = rows[rows.variant == reading]
@@ -239,8 +268,10 @@ def changes_from_reading(table: pd.DataFrame, reading: str) -> list[str]:
 def effect_shifts(table: pd.DataFrame, reading: str) -> list[str]:
     """Per claim, the complete variants whose effect differs from the reading's by more than the
     larger of the two seed spreads (a change in the claim's size that the seeds do not explain),
-    as one line of text each; claims that no variant moves so far are left out."""
-    complete = table[table.complete.astype(bool)] if len(table) else table
+    as one line of text each; claims that no variant moves so far are left out. Only variants that
+    judged the claim on as many cells and seeds as the reading compare (not one whose diverged runs
+    left fewer)."""
+    complete = complete_rows(table)
     lines = []
     for claim, rows in complete.groupby("claim", sort=False):
         own = rows[rows.variant == reading]
@@ -248,7 +279,8 @@ def effect_shifts(table: pd.DataFrame, reading: str) -> list[str]:
             continue
         base = own.iloc[0]
         others = rows[rows.variant != reading]
-        moved = others[(others.effect - base.effect).abs() > others["seed spread"].clip(lower=base["seed spread"])]
+        alike = others[(others.seeds == base.seeds) & (others["of cells"] == base["of cells"])]
+        moved = alike[(alike.effect - base.effect).abs() > alike["seed spread"].clip(lower=base["seed spread"])]
         if len(moved):
             lines.append(f"**{claim}**: {base.effect:+.2f} ± {base['seed spread']:.2f} points as in this chapter; "
                          + "; ".join(f"{row.effect:+.2f} ± {row['seed spread']:.2f} with {row.variant}"
@@ -273,7 +305,7 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     divergences = divergences_by_variant(module, module.ROBUSTNESS_BASE, root)
     table = claim_table(module, module.ROBUSTNESS_BASE, root, records, divergences)
     if not len(table):
-        display(Markdown("No variant has records yet."))
+        display(Markdown("No variant has runs yet."))
         return table
     display(table.round(2))
     diverged = divergence_texts(divergences)
