@@ -246,18 +246,22 @@ def variant_counts(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"variants holding": grouped.holds.sum().astype(int), "variants": grouped.size()}).reset_index()
 
 
+def beside_reading(table: pd.DataFrame, reading: str):
+    """Per claim that the chapter's reading (``reading``, the first variant) judged: the claim,
+    the reading's row and the other variants' rows, of the complete variants that judged it."""
+    for claim, rows in judged_rows(table).groupby("claim", sort=False):
+        own = rows[rows.variant == reading]
+        if len(own):
+            yield claim, own.iloc[0], rows[rows.variant != reading]
+
+
 def changes_from_reading(table: pd.DataFrame, reading: str) -> list[str]:
     """Per claim, the complete variants under which it holds in another number of cells than in
     the chapter's own reading (``reading``, the first variant), as one line of text each; claims
     that no variant changes are left out."""
-    complete = judged_rows(table)
     lines = []
-    for claim, rows in complete.groupby("claim", sort=False):
-        own = rows[rows.variant == reading]
-        if not len(own):
-            continue
-        base = own.iloc[0]
-        moved = rows[(rows.variant != reading) & (rows["holds in"] != base["holds in"])]
+    for claim, base, others in beside_reading(table, reading):
+        moved = others[others["holds in"] != base["holds in"]]
         if len(moved):
             lines.append(f"**{claim}** holds in {base['holds in']} of {base['of cells']} cells as in this chapter; "
                          + "; ".join(f"in {row['holds in']} of {row['of cells']} with {row.variant} "
@@ -271,14 +275,8 @@ def effect_shifts(table: pd.DataFrame, reading: str) -> list[str]:
     as one line of text each; claims that no variant moves so far are left out. Only variants that
     judged the claim on as many cells and seeds as the reading compare (not one whose diverged runs
     left fewer)."""
-    complete = complete_rows(table)
     lines = []
-    for claim, rows in complete.groupby("claim", sort=False):
-        own = rows[rows.variant == reading]
-        if not len(own):
-            continue
-        base = own.iloc[0]
-        others = rows[rows.variant != reading]
+    for claim, base, others in beside_reading(table, reading):
         alike = others[(others.seeds == base.seeds) & (others["of cells"] == base["of cells"])]
         moved = alike[(alike.effect - base.effect).abs() > alike["seed spread"].clip(lower=base["seed spread"])]
         if len(moved):
