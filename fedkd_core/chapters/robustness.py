@@ -328,6 +328,6 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     counts = variant_counts(table)
     if len(counts):
         display(Markdown("\n".join(f"* **{row.claim}** holds in every cell in {row['variants holding']} of the "
-                                   f"{row.variants} variants whose runs are all committed"
+                                   f"{row.variants} variants whose runs are all committed and that could judge it"
                                    for _, row in counts.iterrows())))
     return table
