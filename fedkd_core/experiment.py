@@ -113,25 +113,22 @@ def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.devic
     bar = tqdm(range(1, config.rounds + 1), desc=f"{config.algorithm} {config.data.dataset}",
                disable=not progress, leave=False)
     for round_index in bar:
-        start = time.perf_counter()
         try:
+            start = time.perf_counter()
             traffic = _run_round(algorithm, round_index,
                                  select_clients(sampler, data.num_clients, config.participation), clients)
-        except (NonFiniteLoss, DivergedError) as error:  # a client's loss or model became non-finite
-            raise RunDiverged(str(error), round_index, history) from error
-        seconds = time.perf_counter() - start
-        totals = {"train_seconds": totals["train_seconds"] + seconds,
-                  "bytes_up": totals["bytes_up"] + traffic["bytes_up"],
-                  "bytes_down": totals["bytes_down"] + traffic["bytes_down"]}
-        if round_index % config.eval_every == 0 or round_index == config.rounds:
-            with clients.states_for_evaluation(algorithm, list(range(data.num_clients))):
-                try:
+            seconds = time.perf_counter() - start
+            totals = {"train_seconds": totals["train_seconds"] + seconds,
+                      "bytes_up": totals["bytes_up"] + traffic["bytes_up"],
+                      "bytes_down": totals["bytes_down"] + traffic["bytes_down"]}
+            if round_index % config.eval_every == 0 or round_index == config.rounds:
+                with clients.states_for_evaluation(algorithm, list(range(data.num_clients))):
                     scores = evaluate(algorithm, data, global_test, config.train.mixed_precision)
-                except DivergedError as error:  # non-finite weights
-                    raise RunDiverged(str(error), round_index, history) from error
-            row = {"round": round_index, **traffic, "seconds": seconds, **scores, **algorithm.round_metrics()}
-            history.append(row)
-            bar.set_postfix(alma=f"{row['alma']:.3f}")
+                row = {"round": round_index, **traffic, "seconds": seconds, **scores, **algorithm.round_metrics()}
+                history.append(row)
+                bar.set_postfix(alma=f"{row['alma']:.3f}")
+        except (NonFiniteLoss, DivergedError) as error:  # a client's loss, or a model's weights, became non-finite
+            raise RunDiverged(str(error), round_index, history) from error
     return {"history": history, "client_accuracies": history[-1]["client_accuracies"], "totals": totals}
 
 

@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .results import RecordError, RunRecord, key_of, read_record, results_dir, write_record
+from .results import DIVERGED_SUFFIX, RecordError, RunRecord, key_of, read_record, results_dir, write_record
 
 # Settings added after the first records were written, with the value every earlier run used.
 ADDED_SETTINGS = {("train", "augment"): "none"}
@@ -34,7 +34,7 @@ def rekey(root: Path, dry_run: bool = False) -> list[tuple[Path, Path]]:
     """Move every record under ``root`` whose key is stale to its current key; the moves made."""
     moves = []
     for path in sorted(root.glob("*/*/*.json")):
-        if path.name.endswith(".diverged.json"):  # not a record (results.Divergence): left as it is
+        if path.name.endswith(DIVERGED_SUFFIX):  # not a record (results.Divergence): left as it is
             continue
         try:
             record = read_record(path)

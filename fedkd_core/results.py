@@ -113,15 +113,27 @@ class RunRecord:
 PROFILE_PREFERENCE = ("paper", "reduced", "quick", "smoke", "custom")
 
 
+RECORD_SUFFIX = ".json"
+DIVERGED_SUFFIX = ".diverged.json"  # a run that diverged (:class:`Divergence`), beside where its record would be
+
+
+def filed_path(root, profile: str, algorithm: str, key: str, suffix: str = RECORD_SUFFIX) -> Path:
+    """``<results>/<profile>/<algorithm>/<key><suffix>``: where a run's file is filed."""
+    return results_dir(root) / profile / algorithm / f"{key}{suffix}"
+
+
+def stored_paths(config: ExperimentConfig, suffix: str = RECORD_SUFFIX, root=None) -> list[Path]:
+    """The files of ``config`` ending in ``suffix`` under every profile, in :data:`PROFILE_PREFERENCE` order."""
+    return sorted(results_dir(root).glob(f"*/{config.algorithm}/{config_hash(config)}{suffix}"), key=_profile_rank)
+
+
 def record_path(config: ExperimentConfig, profile: str, root=None) -> Path:
-    return results_dir(root) / profile / config.algorithm / f"{config_hash(config)}.json"
+    return filed_path(root, profile, config.algorithm, config_hash(config))
 
 
 def load_record(config: ExperimentConfig, root=None) -> RunRecord | None:
     """The stored record of ``config`` under any profile (paper first), or None."""
-    base = results_dir(root)
-    key = config_hash(config)
-    found = sorted(base.glob(f"*/{config.algorithm}/{key}.json"), key=_profile_rank)
+    found = stored_paths(config, root=root)
     return read_record(found[0]) if found else None
 
 
@@ -154,7 +166,7 @@ def _profile_rank(path: Path) -> int:
 
 def save_record(record: RunRecord, root=None) -> Path:
     """Write to ``<results>/<profile>/<algorithm>/<key>.json`` (see :func:`write_record`)."""
-    return write_record(record, results_dir(root) / record.profile / record.config["algorithm"] / f"{record.key}.json")
+    return write_record(record, filed_path(root, record.profile, record.config["algorithm"], record.key))
 
 
 def write_record(record, path: Path) -> Path:
@@ -281,11 +293,8 @@ class Divergence:
         return self.config["algorithm"]
 
 
-DIVERGED_SUFFIX = ".diverged.json"
-
-
 def divergence_path(config: ExperimentConfig, profile: str, root=None) -> Path:
-    return results_dir(root) / profile / config.algorithm / f"{config_hash(config)}{DIVERGED_SUFFIX}"
+    return filed_path(root, profile, config.algorithm, config_hash(config), DIVERGED_SUFFIX)
 
 
 def divergence_of(config: ExperimentConfig, error: RunDiverged, seconds: float, device: torch.device,
@@ -298,20 +307,19 @@ def divergence_of(config: ExperimentConfig, error: RunDiverged, seconds: float, 
 
 
 def save_divergence(divergence: Divergence, root=None) -> Path:
-    return write_record(divergence, results_dir(root) / divergence.profile / divergence.algorithm
-                        / f"{divergence.key}{DIVERGED_SUFFIX}")
+    return write_record(divergence, filed_path(root, divergence.profile, divergence.algorithm, divergence.key,
+                                               DIVERGED_SUFFIX))
 
 
 def forget_divergences(config: ExperimentConfig, root=None) -> None:
     """Delete ``config``'s stored divergences (it has since finished: a record wins)."""
-    for path in results_dir(root).glob(f"*/{config.algorithm}/{config_hash(config)}{DIVERGED_SUFFIX}"):
+    for path in stored_paths(config, DIVERGED_SUFFIX, root):
         path.unlink(missing_ok=True)
 
 
 def load_divergence(config: ExperimentConfig, root=None) -> Divergence | None:
     """The stored divergence of ``config`` under any profile (paper first), or None."""
-    found = sorted(results_dir(root).glob(f"*/{config.algorithm}/{config_hash(config)}{DIVERGED_SUFFIX}"),
-                   key=_profile_rank)
+    found = stored_paths(config, DIVERGED_SUFFIX, root)
     if not found:
         return None
     try:
@@ -323,7 +331,7 @@ def load_divergence(config: ExperimentConfig, root=None) -> Divergence | None:
 
 def stored_divergences(configs, root=None) -> list[Divergence]:
     """The stored divergences of ``configs`` that have one and no record (nothing is run)."""
-    found = [load_divergence(config, root) for config in configs if load_record(config, root) is None]
+    found = [load_divergence(config, root) for config in configs if not stored_paths(config, root=root)]
     return [divergence for divergence in found if divergence is not None]
 
 

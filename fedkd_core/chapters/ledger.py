@@ -99,10 +99,9 @@ def robustness_texts(table: pd.DataFrame, planned: int) -> pd.Series:
     from .robustness import complete_rows, variant_counts
 
     counts = variant_counts(table)
-    complete = complete_rows(table)
-    run = complete.variant.nunique()
+    run = complete_rows(table).variant.nunique()
     return pd.Series({row.claim: f"holds in {row['variants holding']} of {row['variants']} variants that bear on it "
-                                 f"({run} of {planned} variants run{unjudged_text(complete, row.claim)})"
+                                 f"({run} of {planned} variants run{unjudged_text(table, row.claim)})"
                       for _, row in counts.iterrows()}, dtype=object)
 
 
