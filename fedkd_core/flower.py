@@ -24,6 +24,11 @@ Faults: a client that raises, or does not answer within ``timeout`` seconds, sto
 an error naming the client(s) and the reason (no retry: a retried client step would draw its
 randomness again and the run would no longer equal the in-process one). Ray that cannot start
 is reported with the usual causes and their fixes.
+
+Divergence is a result, not a fault, as in-process: a client whose training loss (or model)
+becomes non-finite answers so, the run stops with ``experiment.RunDiverged`` (its round and the
+history so far), the other configs of the simulation go on, and the command stores it as a
+``.diverged.json`` beside the records (``results.Divergence``).
 """
 
 from __future__ import annotations
@@ -51,11 +56,13 @@ except ImportError as error:  # pragma: no cover - the message is the point
     raise ImportError("fedkd_core.flower needs Flower: pip install -e '.[flower]'") from error
 
 from .algorithms import Context as AlgorithmContext, algorithm_class, algorithm_config
-from .experiment import ExperimentConfig, client_step, config_from_dict, default_device, simulate
+from .experiment import DivergedError, ExperimentConfig, RunDiverged, client_step, config_from_dict, default_device, simulate
 from .federation import build_federated_data
-from .results import config_hash, outcome_record, save_record
+from .results import config_hash, divergence_of, file_record, outcome_record, save_divergence
+from .training import NonFiniteLoss
 
 ENGINE = "flower"
+DIVERGED = "diverged"  # the key of a client's reply whose training became non-finite (its error's text)
 DEFAULT_TIMEOUT = 3600.0  # seconds one exchange (all of a round's clients) may take
 
 
@@ -108,8 +115,12 @@ def _saved_state(context: Context, run: int) -> dict:
 def _run_client_step(phase: str, message: Message, context: Context) -> Message:
     client, cfg = _client_id(context), message.content["cfg"]
     round_index, run = int(cfg["round"]), int(cfg["run"])
-    output, new_state = client_step(_replica(str(cfg["config"])), round_index, client, phase,
-                                    from_record(message.content), _saved_state(context, run))
+    try:
+        output, new_state = client_step(_replica(str(cfg["config"])), round_index, client, phase,
+                                        from_record(message.content), _saved_state(context, run))
+    except (NonFiniteLoss, DivergedError) as error:  # a result of the run: the server stops it as RunDiverged
+        return Message(RecordDict({"cfg": ConfigRecord({"round": round_index, "run": run, DIVERGED: str(error)})}),
+                       reply_to=message)
     context.state[f"fedkd-run{run}"] = ArrayRecord(torch_state_dict={k: v.cpu() for k, v in new_state.items()})
     return Message(to_record(output or {}, round_index, run), reply_to=message)
 
@@ -185,6 +196,7 @@ class FlowerClients:
         client_of = {node: k for k, node in self.node.items()}
         names = {self.node[k]: f"client {k}" for k in payloads}
         replies = {client_of[r.metadata.src_node_id]: r for r in self._exchange(messages, names, round_index)}
+        raise_if_diverged({k: reply.content["cfg"] for k, reply in replies.items()})
         return {k: from_record(replies[k].content) for k in payloads}
 
     def _exchange(self, messages: list[Message], names: dict, round_index: int = 0) -> list[Message]:
@@ -202,13 +214,25 @@ class FlowerClients:
         return replies
 
 
+def raise_if_diverged(answers: dict) -> None:
+    """Raise NonFiniteLoss (``experiment.simulate`` stops the run with RunDiverged) naming the
+    clients whose answer (client -> its reply's ConfigRecord) says their training diverged."""
+    diverged = {k: str(cfg[DIVERGED]) for k, cfg in answers.items() if DIVERGED in cfg}
+    if diverged:
+        raise NonFiniteLoss("; ".join(f"client {k}: {text}" for k, text in sorted(diverged.items())))
+
+
 def run_on_grid(grid: Grid, configs: list[ExperimentConfig], timeout: float | None = DEFAULT_TIMEOUT,
                 progress: bool = True):
     """Run ``configs`` one after another over ``grid``; yield each run's (outcome, seconds), the
-    outcome as ``experiment.simulate`` returns it."""
+    outcome as ``experiment.simulate`` returns it, or the :class:`RunDiverged` it raised (the
+    next config goes on)."""
     for run, config in enumerate(configs):
         start = time.perf_counter()
-        outcome = simulate(config, clients=FlowerClients(grid, config, run, timeout), progress=progress)
+        try:
+            outcome = simulate(config, clients=FlowerClients(grid, config, run, timeout), progress=progress)
+        except RunDiverged as diverged:
+            outcome = diverged
         yield outcome, time.perf_counter() - start
 
 
@@ -241,10 +265,16 @@ def _deployed(grid: Grid, context: Context) -> None:
                      f"{ENGINE} (deployment, {config.data.num_clients} SuperNodes)")
 
 
-def save_outcome(config: ExperimentConfig, outcome: dict, seconds: float, profile: str, engine: str) -> Path:
-    """Write the record of a run that ``engine`` made (as a local run's, marked with the engine)
-    and say where it went."""
-    path = save_record(outcome_record(config, outcome, seconds, default_device(), profile, engine=engine))
+def save_outcome(config: ExperimentConfig, outcome: dict | RunDiverged, seconds: float, profile: str,
+                 engine: str) -> Path:
+    """Write the record of a run that ``engine`` made (as a local run's, marked with the engine),
+    or its divergence, and say where it went."""
+    device = default_device()
+    if isinstance(outcome, RunDiverged):
+        path = save_divergence(divergence_of(config, outcome, seconds, device, profile, engine=engine))
+        print(f"{config.algorithm}: DIVERGED in round {outcome.round_index} ({outcome}); stored {path}")
+        return path
+    path = file_record(outcome_record(config, outcome, seconds, device, profile, engine=engine), config)
     print(f"{config.algorithm}: ALMA {outcome['history'][-1]['alma']:.4f}; record {path}")
     return path
 
@@ -277,10 +307,19 @@ def start_ray(workers: int, object_store_mb: int | None = None) -> None:
 
 
 def simulate_on_flower(configs: list[ExperimentConfig], workers: int = 1, timeout: float | None = DEFAULT_TIMEOUT,
-                       object_store_mb: int | None = None, progress: bool = False) -> list[dict]:
+                       object_store_mb: int | None = None, progress: bool = False) -> list[dict | RunDiverged]:
     """Run ``configs`` one after another in one Flower simulation on Ray with ``workers`` client
     processes (Ray actors, one CPU each); each outcome equals ``experiment.simulate``'s, with the
-    run's wall time (Flower's start-up excluded) added as ``outcome["seconds"]``."""
+    run's wall time (Flower's start-up excluded) added as ``outcome["seconds"]``. A run that
+    diverged is in the list as the :class:`RunDiverged` that ``experiment.simulate`` raises
+    (as ``asyncio.gather(..., return_exceptions=True)`` lists errors)."""
+    return [{**outcome, "seconds": seconds} if isinstance(outcome, dict) else outcome
+            for outcome, seconds in timed_runs_on_ray(configs, workers, timeout, object_store_mb, progress)]
+
+
+def timed_runs_on_ray(configs: list[ExperimentConfig], workers: int, timeout: float | None,
+                      object_store_mb: int | None, progress: bool) -> list[tuple]:
+    """:func:`simulate_on_flower`'s runs as (outcome or RunDiverged, seconds) pairs."""
     import ray
 
     sizes = {config.data.num_clients for config in configs}
@@ -298,7 +337,7 @@ def simulate_on_flower(configs: list[ExperimentConfig], workers: int = 1, timeou
     if len(outcomes) != len(configs):
         raise RuntimeError(f"the Flower simulation ended after {len(outcomes)} of {len(configs)} runs; "
                            "see Flower's log above")
-    return [{**outcome, "seconds": seconds} for outcome, seconds in outcomes]
+    return outcomes
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -320,9 +359,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.workers < 1:
         parser.error(f"--workers must be >= 1 (got {args.workers})")
     configs = [load_config(path) for path in args.configs]
-    outcomes = simulate_on_flower(configs, args.workers, args.timeout, args.object_store_mb, progress=True)
-    for config, outcome in zip(configs, outcomes):
-        save_outcome(config, outcome, outcome["seconds"], args.profile, f"{ENGINE} (ray, {args.workers} workers)")
+    runs = timed_runs_on_ray(configs, args.workers, args.timeout, args.object_store_mb, progress=True)
+    for config, (outcome, seconds) in zip(configs, runs):
+        save_outcome(config, outcome, seconds, args.profile, f"{ENGINE} (ray, {args.workers} workers)")
 
 
 if __name__ == "__main__":

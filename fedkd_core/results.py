@@ -252,9 +252,16 @@ def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = Tru
         save_divergence(divergence_of(config, error, time.perf_counter() - start, device, profile), root)
         raise
     record = outcome_record(config, outcome, time.perf_counter() - start, device, profile)
-    save_record(record, root)
-    forget_divergences(config, root)  # a rerun (use_cache=False) that finished: the record stands alone
+    file_record(record, config, root)
     return record
+
+
+def file_record(record: RunRecord, config: ExperimentConfig, root=None) -> Path:
+    """Save ``record`` and delete any stored divergence of its config (a rerun, or a run on
+    another engine or machine, that finished: the record stands alone)."""
+    path = save_record(record, root)
+    forget_divergences(config, root)
+    return path
 
 
 def run_grid(configs, *, root=None, profile: str = "custom", progress: bool = True) -> list[RunRecord]:
@@ -298,12 +305,14 @@ def divergence_path(config: ExperimentConfig, profile: str, root=None) -> Path:
 
 
 def divergence_of(config: ExperimentConfig, error: RunDiverged, seconds: float, device: torch.device,
-                  profile: str) -> Divergence:
+                  profile: str, engine: str | None = None) -> Divergence:
+    """The :class:`Divergence` of a run of ``config`` that raised ``error`` after ``seconds``
+    (on another engine than in-process: named in ``environment.engine``, as in a record)."""
+    env = environment(device, use_bf16(config.train.mixed_precision, device))
     return Divergence(config=config.resolved(), key=config_hash(config), round=error.round_index, error=str(error),
                       history=error.history, timings={"total_seconds": seconds,
                                                       "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
-                      environment=environment(device, use_bf16(config.train.mixed_precision, device)),
-                      profile=profile)
+                      environment={**env, "engine": engine} if engine else env, profile=profile)
 
 
 def save_divergence(divergence: Divergence, root=None) -> Path:

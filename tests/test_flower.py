@@ -53,14 +53,18 @@ def test_flower_simulation_with_one_worker_gives_the_in_process_numbers(in_proce
 
 
 def test_the_command_with_two_workers_writes_the_in_process_records(in_process, tmp_path):
-    """`python -m fedkd_core.flower A.yaml B.yaml C.yaml --workers 2`: one simulation, a record each."""
+    """`python -m fedkd_core.flower A.yaml B.yaml C.yaml D.yaml --workers 2`: one simulation, a
+    record each; the run that diverges (its clients' loss becomes NaN) is stored as a divergence,
+    as in-process, and the runs after it go on."""
     import json
     import subprocess
     import sys
+    from dataclasses import replace
 
     from fedkd_core.results import config_hash
 
-    paths = [write_config(config, tmp_path / f"{config.algorithm}.yaml") for config in CONFIGS]
+    diverging = replace(CONFIGS[0], train=replace(TRAIN, lr=1e30), seed=4)
+    paths = [write_config(config, tmp_path / f"{i}.yaml") for i, config in enumerate([diverging, *CONFIGS])]
     env = child_env(tmp_path)
     done = subprocess.run([sys.executable, "-m", "fedkd_core.flower", *map(str, paths), "--workers", "2",
                            "--profile", "flower"], env=env, capture_output=True, text=True, timeout=1200)
@@ -69,6 +73,10 @@ def test_the_command_with_two_workers_writes_the_in_process_records(in_process, 
                for c in CONFIGS]
     assert all(r["environment"]["engine"] == "flower (ray, 2 workers)" for r in records)
     assert_same_runs(in_process, [{"history": r["history"], "totals": r["timings"]} for r in records])
+    stored = json.loads((tmp_path / "results" / "flower" / "fedavg" / f"{config_hash(diverging)}.diverged.json")
+                        .read_text())
+    assert stored["round"] == 1 and stored["history"] == [] and "training loss became" in stored["error"]
+    assert stored["environment"]["engine"] == "flower (ray, 2 workers)" and "DIVERGED in round 1" in done.stdout
 
 
 def test_configs_of_one_simulation_must_have_the_same_number_of_clients():
@@ -82,8 +90,9 @@ def test_configs_of_one_simulation_must_have_the_same_number_of_clients():
 
 
 class ScriptedGrid:
-    """A stand-in for Flower's Grid whose nodes answer as scripted: "ok", "raise" or "silent"
-    (node 10 + k holds client k)."""
+    """A stand-in for Flower's Grid whose nodes answer as scripted: "ok", "raise", "silent" or
+    "diverge" (as ``_run_client_step`` answers when the client's loss became NaN; node 10 + k holds
+    client k)."""
 
     def __init__(self, script: dict):
         self.script = script  # node id -> behaviour
@@ -105,7 +114,9 @@ class ScriptedGrid:
             replies.append(SimpleNamespace(
                 metadata=SimpleNamespace(src_node_id=node), has_error=lambda b=behaviour: b == "raise",
                 error=SimpleNamespace(reason="ValueError: boom"),
-                content=RecordDict({"cfg": ConfigRecord({"client": node - 10})})))
+                content=RecordDict({"cfg": ConfigRecord(
+                    {"client": node - 10, **({"diverged": "training loss became nan (lr=1e+30)"}
+                                             if behaviour == "diverge" else {})})})))
         return replies
 
 
@@ -130,6 +141,15 @@ def test_a_client_that_raises_stops_the_run_naming_it_and_its_error(in_a_flower_
     clients = scripted_clients(["ok", "raise", "ok", "ok"])
     with pytest.raises(RuntimeError, match=r"round 3: client 1 raised: ValueError: boom"):
         clients._send("train.update", {k: {} for k in range(4)}, round_index=3)
+
+
+def test_a_client_whose_training_diverged_stops_the_round_as_a_divergence_not_a_fault(in_a_flower_run):
+    """experiment.simulate turns NonFiniteLoss into RunDiverged, as it does for an in-process client."""
+    from fedkd_core.training import NonFiniteLoss
+
+    clients = scripted_clients(["ok", "diverge", "ok", "diverge"])
+    with pytest.raises(NonFiniteLoss, match=r"^client 1: training loss became nan \(lr=1e\+30\); client 3: "):
+        clients._send("train.update", {k: {} for k in range(4)}, round_index=2)
 
 
 def test_a_client_that_does_not_answer_in_time_stops_the_run_naming_it(in_a_flower_run):
