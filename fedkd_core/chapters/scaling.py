@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 import yaml
 
-from ..experiment import ExperimentConfig, default_device, simulate
+from ..experiment import ExperimentConfig, RunDiverged, default_device, simulate
 from ..federation import DataConfig
 from ..report import parse_list
 from ..results import device_name, results_dir
@@ -96,6 +96,8 @@ def time_engine(config: ExperimentConfig, workers: int | None) -> dict:
         from ..flower import simulate_on_flower
 
         outcome = simulate_on_flower([config], workers=workers)[0]
+        if isinstance(outcome, RunDiverged):  # as simulate raises it in-process
+            raise outcome
     seconds = [row["seconds"] for row in outcome["history"]]
     return {"engine": IN_PROCESS if workers is None else f"flower, {workers} worker{'s' * (workers > 1)}",
             "clients": config.data.num_clients, "first_round_s": seconds[0],
