@@ -274,7 +274,7 @@ def save_outcome(config: ExperimentConfig, outcome: dict | RunDiverged, seconds:
         path = save_divergence(divergence_of(config, outcome, seconds, device, profile, engine=engine))
         print(f"{config.algorithm}: DIVERGED in round {outcome.round_index} ({outcome}); stored {path}")
         return path
-    path = file_record(outcome_record(config, outcome, seconds, device, profile, engine=engine), config)
+    path = file_record(outcome_record(config, outcome, seconds, device, profile, engine=engine))
     print(f"{config.algorithm}: ALMA {outcome['history'][-1]['alma']:.4f}; record {path}")
     return path
 

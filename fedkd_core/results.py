@@ -124,7 +124,12 @@ def filed_path(root, profile: str, algorithm: str, key: str, suffix: str = RECOR
 
 def stored_paths(config: ExperimentConfig, suffix: str = RECORD_SUFFIX, root=None) -> list[Path]:
     """The files of ``config`` ending in ``suffix`` under every profile, in :data:`PROFILE_PREFERENCE` order."""
-    return sorted(results_dir(root).glob(f"*/{config.algorithm}/{config_hash(config)}{suffix}"), key=_profile_rank)
+    return key_paths(config.algorithm, config_hash(config), suffix, root)
+
+
+def key_paths(algorithm: str, key: str, suffix: str = RECORD_SUFFIX, root=None) -> list[Path]:
+    """:func:`stored_paths` of the run filed as ``algorithm`` / ``key``."""
+    return sorted(results_dir(root).glob(f"*/{algorithm}/{key}{suffix}"), key=_profile_rank)
 
 
 def record_path(config: ExperimentConfig, profile: str, root=None) -> Path:
@@ -252,15 +257,15 @@ def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = Tru
         save_divergence(divergence_of(config, error, time.perf_counter() - start, device, profile), root)
         raise
     record = outcome_record(config, outcome, time.perf_counter() - start, device, profile)
-    file_record(record, config, root)
+    file_record(record, root)
     return record
 
 
-def file_record(record: RunRecord, config: ExperimentConfig, root=None) -> Path:
-    """Save ``record`` and delete any stored divergence of its config (a rerun, or a run on
+def file_record(record: RunRecord, root=None) -> Path:
+    """Save ``record`` and delete any stored divergence of its run (a rerun, or a run on
     another engine or machine, that finished: the record stands alone)."""
     path = save_record(record, root)
-    forget_divergences(config, root)
+    forget_divergences(record.config["algorithm"], record.key, root)
     return path
 
 
@@ -320,9 +325,9 @@ def save_divergence(divergence: Divergence, root=None) -> Path:
                                                DIVERGED_SUFFIX))
 
 
-def forget_divergences(config: ExperimentConfig, root=None) -> None:
-    """Delete ``config``'s stored divergences (it has since finished: a record wins)."""
-    for path in stored_paths(config, DIVERGED_SUFFIX, root):
+def forget_divergences(algorithm: str, key: str, root=None) -> None:
+    """Delete the stored divergences of the run ``algorithm`` / ``key`` (it has since finished: a record wins)."""
+    for path in key_paths(algorithm, key, DIVERGED_SUFFIX, root):
         path.unlink(missing_ok=True)
 
 
