@@ -356,3 +356,25 @@ def test_a_claim_whose_methods_diverged_in_every_run_of_a_variant_is_unjudged_th
     counts = rb.variant_counts(table.reset_index()).set_index("claim")
     assert counts.loc["FedCKD > pFedSD", "variants"] == 1  # only the reading judged it
     assert rb.changes_from_reading(table.reset_index(), reading.name) == []
+
+
+def test_the_effects_plot_draws_each_claim_over_its_complete_variants_marking_where_it_holds():
+    import matplotlib
+    matplotlib.use("Agg")
+    table = pd.DataFrame({"variant": ["ours", "v1", "v2", "ours", "v1"], "claim": ["X", "X", "X", "Y", "Y"],
+                          "holds in": [3, 1, 3, 2, 0], "of cells": [3, 3, 3, 2, 0],
+                          "effect": [1.5, -0.5, 9.0, 0.2, float("nan")], "seed spread": [0.3, 0.4, 0.1, 0.2, float("nan")],
+                          "seeds": [3] * 4 + [0], "runs": [9] * 5, "complete": [True, True, False, True, True]})
+    fig = rb.plot_effects(table, "ours")
+    x_axis, y_axis = fig.axes
+    assert (x_axis.get_title(), y_axis.get_title()) == ("X", "Y")
+    # v2 is still running, v1 judged nothing of Y: neither is drawn there
+    rows_top_down = lambda ax: [t.get_text() for _, t in sorted(zip(ax.get_yticks(), ax.get_yticklabels()), key=lambda p: -p[0])]  # noqa: E731
+    assert rows_top_down(x_axis) == ["ours (3/3)", "v1 (1/3)"]  # the reading first, as in the table
+    assert rows_top_down(y_axis) == ["ours (2/2)"]
+    markers = [line for line in x_axis.get_lines() if line.get_marker() == "o"]
+    ours, v1 = markers  # drawn in table order
+    assert (ours.get_xdata()[0], v1.get_xdata()[0]) == (1.5, -0.5)
+    assert ours.get_markerfacecolor() == ours.get_color() and v1.get_markerfacecolor() == "white"
+    assert ours.get_color() == "tab:red" and v1.get_color() == "tab:blue"
+    assert rb.plot_effects(table.assign(complete=False), "ours") is None

@@ -292,6 +292,28 @@ def variants_frame(module: ModuleType) -> pd.DataFrame:
                          for v in module.ROBUSTNESS], columns=["variant", "changes", "why"])
 
 
+def plot_effects(table: pd.DataFrame, reading: str):
+    """One forest plot per claim of the complete variants that judged it (:func:`plots.claim_effects`):
+    where its effect lies, with the seeds' spread, and in how many cells it holds. Returns the
+    figure, or None when no variant is complete yet."""
+    import matplotlib.pyplot as plt
+
+    from fedkd_core import plots
+
+    judged = judged_rows(table)
+    if not len(judged):
+        return None
+    claims = list(dict.fromkeys(judged.claim))
+    heights = [0.9 + 0.32 * (judged.claim == claim).sum() for claim in claims]
+    fig, axes = plt.subplots(len(claims), 1, figsize=(7.5, sum(heights) + 0.4), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, claim in zip(axes[:, 0], claims):
+        plots.claim_effects(judged[judged.claim == claim], ax, reading, title=claim)
+    fig.tight_layout()
+    plt.show()
+    return fig
+
+
 def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     """Display a chapter's robustness grid (its variants, then per variant and claim the cells
     where the claim holds, the effect and its seed spread) and return the claim table."""
@@ -306,6 +328,12 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
         display(Markdown("No variant has runs yet."))
         return table
     display(table.round(2))
+    if len(judged_rows(table)):
+        display(Markdown("Each claim over the variants whose runs are all committed: the mean effect with a bar of "
+                         "± the seed spread, a **filled** marker where the claim holds in every cell and a hollow one "
+                         "where it does not (in brackets: cells where it holds / cells), this chapter's own reading "
+                         "in red; left of the dashed line the claim is reversed on average."))
+        plot_effects(table, module.ROBUSTNESS[0].name)
     diverged = divergence_texts(divergences)
     if diverged:
         display(Markdown("Runs that **diverged** (training loss or weights became non-finite; stored as "
