@@ -92,22 +92,34 @@ def run_kind(config: dict) -> tuple:
     return config["algorithm"], config["data"]["dataset"], config["data"]["num_clients"], config["model"]
 
 
+def run_work(config: dict) -> float:
+    """How much training a run does, relative to runs of its :func:`run_kind`: rounds x local
+    epochs x the clients' training samples (``samples_per_client`` x clients, else ``pool_size``;
+    a field the config lacks counts as 1). KnFu's CIFAR-10 runs at |D_n| = 1000 take twice as long
+    as at 500, which the kind alone does not tell."""
+    data = config["data"]
+    samples = (data.get("samples_per_client") or 0) * data["num_clients"] or data.get("pool_size") or 1
+    return float(config.get("rounds", 1) * config.get("train", {}).get("epochs", 1) * samples)
+
+
 def estimated_seconds(left: list[dict], done: list, here: str | None = None) -> float | None:
     """One worker's seconds for the ``left`` resolved configs at the pace of the ``done`` records:
-    per run, the mean ``total_seconds`` of the done runs of its :func:`run_kind` made on ``here``
-    (this machine's ``device_name``; CPUs that share a name can be several times apart), else of
-    its kind on any machine, else of all done runs. None without done records (nothing to go by)."""
+    per run, its :func:`run_work` times the mean pace (``total_seconds`` per unit of work) of the
+    done runs of its :func:`run_kind` made on ``here`` (this machine's ``device_name``; CPUs that
+    share a name can be several times apart), else of its kind on any machine, else of all done
+    runs. None without done records (nothing to go by)."""
     if not done:
         return None
     local: dict[tuple, list[float]] = {}
     anywhere: dict[tuple, list[float]] = {}
     for record in done:
-        seconds = record.timings["total_seconds"]
-        anywhere.setdefault(run_kind(record.config), []).append(seconds)
+        pace = record.timings["total_seconds"] / run_work(record.config)
+        anywhere.setdefault(run_kind(record.config), []).append(pace)
         if here is not None and record.environment.get("device_name") == here:
-            local.setdefault(run_kind(record.config), []).append(seconds)
-    overall = [record.timings["total_seconds"] for record in done]
-    return sum(fmean(local.get(run_kind(config)) or anywhere.get(run_kind(config), overall)) for config in left)
+            local.setdefault(run_kind(record.config), []).append(pace)
+    overall = [record.timings["total_seconds"] / run_work(record.config) for record in done]
+    return sum(run_work(config) * fmean(local.get(run_kind(config)) or anywhere.get(run_kind(config), overall))
+               for config in left)
 
 
 def this_machine() -> str:

@@ -164,6 +164,21 @@ def test_the_dry_run_estimates_what_is_left_from_the_pace_of_like_runs():
     assert sweep.estimated_seconds([config("fedavg", 10)], mixed) == (100.0 + 120.0 + 40.0) / 3
 
 
+def test_the_dry_run_scales_a_kinds_pace_by_each_runs_rounds_epochs_and_samples():
+    from types import SimpleNamespace
+
+    def config(samples, rounds=30, epochs=1, pool=None):
+        return {"algorithm": "knfu", "model": "knfu_m2", "rounds": rounds, "train": {"epochs": epochs},
+                "data": {"dataset": "cifar10", "num_clients": 20, "samples_per_client": samples, "pool_size": pool}}
+
+    done = [SimpleNamespace(config=config(500), timings={"total_seconds": 350.0}, environment={}),
+            SimpleNamespace(config=config(500), timings={"total_seconds": 370.0}, environment={})]
+    assert sweep.run_work(config(1000)) == 2 * sweep.run_work(config(500)) == 30 * 20 * 1000
+    assert sweep.run_work(config(None, pool=4000)) == 30 * 4000  # a pool shared out by the partition
+    assert sweep.estimated_seconds([config(1000)], done) == pytest.approx(720.0)  # twice the data: twice the time
+    assert sweep.estimated_seconds([config(500, rounds=15, epochs=2)], done) == pytest.approx(360.0)
+
+
 def test_the_dry_run_names_the_pace_and_machine_once_runs_are_done(smoke_grid, capsys):
     sweep.main(["setting", "--params", str(smoke_grid), "--limit", "1"])
     capsys.readouterr()
