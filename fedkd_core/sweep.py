@@ -112,12 +112,13 @@ def estimated_seconds(left: list[dict], done: list, here: str | None = None) -> 
         return None
     local: dict[tuple, list[float]] = {}
     anywhere: dict[tuple, list[float]] = {}
+    overall: list[float] = []
     for record in done:
         pace = record.timings["total_seconds"] / run_work(record.config)
+        overall.append(pace)
         anywhere.setdefault(run_kind(record.config), []).append(pace)
         if here is not None and record.environment.get("device_name") == here:
             local.setdefault(run_kind(record.config), []).append(pace)
-    overall = [record.timings["total_seconds"] / run_work(record.config) for record in done]
     return sum(run_work(config) * fmean(local.get(run_kind(config)) or anywhere.get(run_kind(config), overall))
                for config in left)
 

@@ -328,12 +328,11 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
         display(Markdown("No variant has runs yet."))
         return table
     display(table.round(2))
-    if len(judged_rows(table)):
-        display(Markdown("Each claim over the variants whose runs are all committed: the mean effect with a bar of "
-                         "± the seed spread, a **filled** marker where the claim holds in every cell and a hollow one "
-                         "where it does not (in brackets: cells where it holds / cells), this chapter's own reading "
+    if plot_effects(table, module.ROBUSTNESS[0].name) is not None:
+        display(Markdown("Above, each claim over the variants whose runs are all committed: the mean effect with a "
+                         "bar of ± the seed spread, a **filled** marker where the claim holds in every cell and a hollow "
+                         "one where it does not (in brackets: cells where it holds / cells), this chapter's own reading "
                          "in red; left of the dashed line the claim is reversed on average."))
-        plot_effects(table, module.ROBUSTNESS[0].name)
     diverged = divergence_texts(divergences)
     if diverged:
         display(Markdown("Runs that **diverged** (training loss or weights became non-finite; stored as "
