@@ -62,8 +62,8 @@ chapter-%: data
 	@mkdir -p book/chapters $(LOGS)
 	@echo "== chapter $* (profile $(PROFILE)) started, log: $(LOGS)/$*.log"
 	@start=$$(date +%s); \
-	if $(BIN)/papermill notebooks/$*.ipynb book/chapters/$*.ipynb -f notebooks/params/$(PROFILE)/$*.yaml \
-			--log-level WARNING > $(LOGS)/$*.log 2>&1 \
+	if $(BIN)/python tools/ipc_kernels.py notebooks/$*.ipynb book/chapters/$*.ipynb \
+			notebooks/params/$(PROFILE)/$*.yaml > $(LOGS)/$*.log 2>&1 \
 		&& $(BIN)/python tools/hide_parameter_cells.py book/chapters/$*.ipynb >> $(LOGS)/$*.log 2>&1; then \
 		echo "== chapter $* done in $$(( $$(date +%s) - start )) s"; \
 	else \

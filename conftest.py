@@ -3,12 +3,19 @@
 import os
 import tempfile
 
+import nbval.kernel
 import pytest
+
+from tools.ipc_kernels import UnixSocketKernelManager
 
 # Set before any notebook kernel starts (nbval kernels inherit the environment), so no test
 # writes records into the checkout's results/ folder.
 os.environ.setdefault("FEDKD_RESULTS", tempfile.mkdtemp(prefix="fedkd-test-results-"))
 os.environ.setdefault("PYTHONHASHSEED", "0")
+# nbval's kernels on Unix sockets, not TCP ports that another process can take before the kernel
+# binds them (that once failed CI; tools/ipc_kernels.py). Tests run papermill through its
+# execute_notebook for the same reason.
+nbval.kernel.KernelManager = UnixSocketKernelManager
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import papermill
 import pytest
+
+from tools.ipc_kernels import execute_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -64,7 +65,7 @@ def smoke_book(tmp_path_factory) -> Path:
     (source / "chapters").mkdir()
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         target = source / "chapters" / notebook.name
-        papermill.execute_notebook(str(notebook), str(target), progress_bar=False, cwd=str(ROOT / "notebooks"))
+        execute_notebook(notebook, target, progress_bar=False, cwd=str(ROOT / "notebooks"))
         subprocess.run([sys.executable, str(ROOT / "tools" / "hide_parameter_cells.py"), str(target)], check=True)
     subprocess.run([sys.executable, "-m", "fedkd_core.glance", str(source / "_generated" / "glance.md")],
                    check=True, capture_output=True)

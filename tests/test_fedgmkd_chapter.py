@@ -187,8 +187,10 @@ def test_prototype_identity_on_real_features():
 def test_a_bad_parameter_through_papermill_is_one_clear_error(tmp_path):
     import papermill
 
+    from tools.ipc_kernels import execute_notebook
+
     with pytest.raises(papermill.PapermillExecutionError) as error:
-        papermill.execute_notebook(str(ROOT / "notebooks" / "fedgmkd.ipynb"), str(tmp_path / "out.ipynb"),
-                                   parameters={"methods": "fedavg,fedgmkdd"}, progress_bar=False)
+        execute_notebook(ROOT / "notebooks" / "fedgmkd.ipynb", tmp_path / "out.ipynb",
+                         parameters={"methods": "fedavg,fedgmkdd"}, progress_bar=False)
     assert error.value.ename == "ValueError"
     assert "methods must be among" in error.value.evalue

@@ -370,10 +370,11 @@ def test_the_notebook_says_when_no_reduced_record_stands_for_a_cell():
 def test_a_bad_parameter_through_papermill_is_one_clear_error(tmp_path):
     import papermill
 
+    from tools.ipc_kernels import execute_notebook
+
     notebook = Path(__file__).resolve().parents[1] / "notebooks" / "fedua.ipynb"
     with pytest.raises(papermill.PapermillExecutionError) as error:
-        papermill.execute_notebook(str(notebook), str(tmp_path / "out.ipynb"), parameters={"sample_ratio": 1.5},
-                                   progress_bar=False)
+        execute_notebook(notebook, tmp_path / "out.ipynb", parameters={"sample_ratio": 1.5}, progress_bar=False)
     assert error.value.ename == "ValueError"
     assert "sample_ratio must be in (0, 1]" in error.value.evalue
 

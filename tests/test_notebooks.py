@@ -7,6 +7,8 @@ import nbformat
 import papermill
 import pytest
 
+from tools.ipc_kernels import execute_notebook
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CHAPTERS = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
 
@@ -17,6 +19,22 @@ def code_cells(notebook):
 
 def test_there_are_chapters():
     assert "setting" in CHAPTERS
+
+
+def test_the_tests_kernels_talk_over_unix_sockets_that_no_other_process_can_take(tmp_path):
+    """TCP ports chosen before a kernel binds them can be taken meanwhile (tools/ipc_kernels.py)."""
+    import nbval.kernel
+
+    kernel = nbval.kernel.RunningKernel("python3", cwd=str(tmp_path))  # as nbval starts one, in another folder
+    try:
+        info = kernel.km.get_connection_info()
+        assert info["transport"] == "ipc" and Path(info["ip"]).is_absolute()
+        assert Path(f"{info['ip']}-{info['shell_port']}").is_socket()
+        reply = kernel.kc.execute_interactive("x = 6 * 7", timeout=30)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        kernel.stop()
+    assert not Path(f"{info['ip']}-{info['shell_port']}").exists()  # its socket files go with it
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -44,8 +62,8 @@ def test_every_chapter_has_a_parameters_cell_and_profiles(chapter):
 ])
 def test_bad_parameters_through_papermill_give_one_clear_error(tmp_path, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError) as error:
-        papermill.execute_notebook(str(NOTEBOOKS / "setting.ipynb"), str(tmp_path / "out.ipynb"),
-                                   parameters=parameters, progress_bar=False)
+        execute_notebook(NOTEBOOKS / "setting.ipynb", tmp_path / "out.ipynb", parameters=parameters,
+                         progress_bar=False)
     assert error.value.ename == "ValueError"
     assert message in error.value.evalue
 

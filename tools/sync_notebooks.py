@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jupytext
 import nbformat
-import papermill
+from ipc_kernels import execute_notebook  # a sibling script: this file runs as tools/sync_notebooks.py
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CHECK_MARK = "NBVAL_CHECK_OUTPUT"
@@ -34,7 +34,7 @@ def sync(chapter: str) -> Path:
         raw, executed = Path(tmp) / "raw.ipynb", Path(tmp) / "executed.ipynb"
         nbformat.write(notebook, raw)
         os.environ.setdefault("FEDKD_RESULTS", str(Path(tmp) / "results"))
-        papermill.execute_notebook(str(raw), str(executed), progress_bar=False)
+        execute_notebook(raw, executed, progress_bar=False)
         ran = nbformat.read(executed, as_version=4)
     for cell in ran.cells:
         cell.metadata.pop("papermill", None)
