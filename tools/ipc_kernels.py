@@ -23,9 +23,10 @@ import tempfile
 import uuid
 
 import papermill
-import yaml
 from jupyter_client.connect import ConnectionFileMixin
+from jupyter_client.localinterfaces import localhost
 from jupyter_client.manager import AsyncKernelManager, KernelManager
+from papermill.iorw import read_yaml_file
 from traitlets import default
 
 
@@ -38,6 +39,8 @@ class UnixSockets(ConnectionFileMixin):
 
     @default("ip")
     def _unique_socket_prefix(self) -> str:
+        if self.transport != "ipc":  # someone chose TCP after all
+            return localhost()
         # Absolute: the kernel may run in another working directory than its manager.
         return os.path.join(tempfile.gettempdir(), f"fedkd-kernel-{uuid.uuid4().hex[:12]}")
 
@@ -62,10 +65,8 @@ def main() -> None:
     parser.add_argument("output")
     parser.add_argument("parameters", help="papermill YAML of the profile")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING)
-    with open(args.parameters) as handle:
-        parameters = yaml.safe_load(handle) or {}
-    execute_notebook(args.notebook, args.output, parameters=parameters)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")  # as papermill's CLI logs
+    execute_notebook(args.notebook, args.output, parameters=read_yaml_file(args.parameters))
 
 
 if __name__ == "__main__":
