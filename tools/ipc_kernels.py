@@ -24,7 +24,6 @@ import uuid
 
 import papermill
 from jupyter_client.connect import ConnectionFileMixin
-from jupyter_client.localinterfaces import localhost
 from jupyter_client.manager import AsyncKernelManager, KernelManager
 from papermill.iorw import read_yaml_file
 from traitlets import default
@@ -39,8 +38,8 @@ class UnixSockets(ConnectionFileMixin):
 
     @default("ip")
     def _unique_socket_prefix(self) -> str:
-        if self.transport != "ipc":  # someone chose TCP after all
-            return localhost()
+        if self.transport != "ipc":  # someone chose TCP after all: jupyter_client's own default
+            return super()._ip_default()
         # Absolute: the kernel may run in another working directory than its manager.
         return os.path.join(tempfile.gettempdir(), f"fedkd-kernel-{uuid.uuid4().hex[:12]}")
 
