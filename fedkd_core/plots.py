@@ -34,17 +34,18 @@ def learning_curves(history: pd.DataFrame, ax, y: str = "alma", hue: str = "algo
 
 def claim_effects(rows: pd.DataFrame, ax, reading: str, title: str = "") -> None:
     """One claim across robustness variants (a forest plot): per variant (``rows``: ``variant``,
-    ``effect``, ``seed spread``, ``holds in``, ``of cells``, in points) its mean effect with a bar
-    of ± the seed spread; a filled marker where the claim holds in every cell, a hollow one where
-    it does not; the chapter's own reading (``reading``) in red, the line of no effect dashed."""
+    ``verdict``, ``effect``, ``low``, ``high``, in points) its pooled effect with its 95% interval;
+    a filled marker where the verdict is "holds", a hollow one otherwise, the verdict beside the
+    variant's name; the chapter's own reading (``reading``) in red, the line of no effect dashed."""
     import textwrap
 
     positions = np.arange(len(rows))[::-1]
     for y, (_, row) in zip(positions, rows.iterrows()):
         colour = "tab:red" if row.variant == reading else "tab:blue"
-        holds = row["holds in"] == row["of cells"]
-        ax.errorbar(row.effect, y, xerr=row["seed spread"], fmt="o", color=colour, capsize=3,
-                    markerfacecolor=colour if holds else "white")
+        low, high = row.low, row.high
+        error = None if np.isnan(low) else [[row.effect - low], [high - row.effect]]
+        ax.errorbar(row.effect, y, xerr=error, fmt="o", color=colour, capsize=3,
+                    markerfacecolor=colour if row.verdict == "holds" else "white")
     ax.axvline(0.0, color="grey", linestyle="--", linewidth=1)
-    ax.set_yticks(positions, [f"{v} ({h}/{n})" for v, h, n in zip(rows.variant, rows["holds in"], rows["of cells"])])
-    ax.set(xlabel="effect (points): mean ± seed spread", title="\n".join(textwrap.wrap(title, 70)))
+    ax.set_yticks(positions, [f"{v} ({w})" for v, w in zip(rows.variant, rows.verdict)])
+    ax.set(xlabel="effect (points): pooled mean and 95% interval", title="\n".join(textwrap.wrap(title, 70)))

@@ -91,31 +91,45 @@ def test_the_sweep_runs_only_the_named_variants_with_variant():
         load_grid("knfu", BASE_FILE, variants=(threshold,))
 
 
-def test_summarised_effects_count_cells_by_their_seed_mean():
+def test_summarised_effects_judge_each_claim_with_intervals_not_signs():
     effects = pd.DataFrame({"alpha": [0.1, 0.1, 0.5, 0.5], "seed": [0, 1, 0, 1],
-                            "A > B": [0.02, -0.01, -0.03, 0.01], "C > D": [0.01, 0.01, None, None]})
+                            "A > B": [0.02, -0.01, -0.03, 0.01], "C > D": [0.011, 0.010, None, None]})
     table = rb.summarise_effects(effects, ["alpha"]).set_index("claim")
-    assert tuple(table.loc["A > B", ["holds in", "of cells"]]) == (1, 2)  # 0.005 > 0, -0.01 < 0
+    # per-cell means +0.5 and -1.0 points on 2 seeds that disagree: both cells inconclusive
+    assert tuple(table.loc["A > B", ["holds in", "reversed", "of cells"]]) == (0, 0, 2)
+    assert table.loc["A > B", "verdict"] == "inconclusive"
     assert table.loc["A > B", "effect"] == pytest.approx(-0.25)
     assert table.loc["A > B", "seed spread"] == pytest.approx(50 * abs(-0.005 - 0.0))  # per-seed means -0.005, 0.0
-    assert tuple(table.loc["C > D", ["holds in", "of cells", "seeds"]]) == (1, 1, 2)
-    # seeds whose effects cancel leave floating-point noise (0.1 + 0.2 - 0.3 > 0): a tie, not a win
+    # two seeds that agree closely decide: +1.05 points, interval above zero
+    assert tuple(table.loc["C > D", ["verdict", "holds in", "of cells", "seeds"]]) == ("holds", 1, 1, 2)
+    assert table.loc["C > D", "low"] > 0
+    # seeds whose effects cancel leave floating-point noise (0.1 + 0.2 - 0.3 > 0): inconclusive, not a win
     tie = pd.DataFrame({"alpha": [0.1] * 3, "seed": [0, 1, 2], "A > B": [0.1, 0.2, -0.3]})
     assert tie["A > B"].mean() > 0
-    assert rb.summarise_effects(tie, ["alpha"]).set_index("claim").loc["A > B", "holds in"] == 0
+    assert rb.summarise_effects(tie, ["alpha"]).set_index("claim").loc["A > B", "verdict"] == "inconclusive"
+
+
+def test_a_variant_of_several_machines_widens_its_intervals_by_their_drift():
+    effects = pd.DataFrame({"alpha": [0.1, 0.1, 0.1], "seed": [0, 1, 2], "A > B": [0.010, 0.011, 0.012]})
+    narrow = rb.summarise_effects(effects, ["alpha"]).iloc[0]
+    wide = rb.summarise_effects(effects, ["alpha"], widen=1.0).iloc[0]
+    assert (narrow.verdict, wide.verdict) == ("holds", "inconclusive")  # +1.1 [+0.85, +1.35] vs [-0.15, +2.35]
+    assert wide.low == pytest.approx(narrow.low - 1.0) and wide.high == pytest.approx(narrow.high + 1.0)
 
 
 def test_variant_counts_use_complete_variants_only():
-    table = pd.DataFrame({"variant": ["a", "b", "c"], "claim": ["X"] * 3, "holds in": [3, 2, 3], "of cells": [3, 3, 3],
+    table = pd.DataFrame({"variant": ["a", "b", "c"], "claim": ["X"] * 3, "verdict": ["holds", "inconclusive", "holds"],
+                          "holds in": [3, 2, 3], "of cells": [3, 3, 3],
                           "effect": [1.0, 0.5, 2.0], "seed spread": [0.1] * 3, "seeds": [3] * 3, "runs": [36] * 3,
                           "complete": [True, True, False]})
     counts = rb.variant_counts(table).set_index("claim")
-    assert tuple(counts.loc["X"]) == (1, 2)
+    assert tuple(counts.loc["X"]) == (1, 2, "holds in 1, inconclusive in 1")
 
 
 def fake_record(config, alma: float) -> SimpleNamespace:
     stored = json.loads(json.dumps(config.resolved()))
-    return SimpleNamespace(config=stored, final={"alma": alma, "client_acc_std": 0.0}, history=[{"alma": alma}],
+    history = [{"round": r, "alma": alma} for r in range(1, 13)]  # evaluated 12 times, flat: past the convergence gate
+    return SimpleNamespace(config=stored, final={"alma": alma, "client_acc_std": 0.0}, history=history,
                            client_accuracies=[], profile="robustness", environment={"precision": "fp32"})
 
 
@@ -172,10 +186,11 @@ def test_fedgmkd_variants_rerun_only_fedgmkd():
         assert len(changed) == 9 and {fedgmkd.cell_of(c)[0] for c in changed} == {"fedgmkd"}, variant.name
 
 
-def run_record(config, value: float, rounds: int = 5) -> SimpleNamespace:
+def run_record(config, value: float, rounds: int = 12) -> SimpleNamespace:
     """A stored-record stand-in whose every round has local and global accuracy ``value``."""
     row = {"alma": value, "global_acc": value, "seconds": 1.0, "clients": 1, "bytes_up": 0, "bytes_down": 0}
-    return SimpleNamespace(config=json.loads(json.dumps(config.resolved())), final=row, history=[row] * rounds,
+    return SimpleNamespace(config=json.loads(json.dumps(config.resolved())), final=row,
+                           history=[{**row, "round": r} for r in range(1, rounds + 1)],
                            client_accuracies=[], profile="robustness", environment={"precision": "fp32"})
 
 
@@ -185,7 +200,7 @@ def test_fedua_claim_effects_follow_its_three_claims():
            ("step", 0.5): {"fedavg": 0.55, "feddf": 0.56, "fedua": 0.66},
            ("dir0.1", 1.0): {"fedavg": 0.50, "feddf": 0.49, "fedua": 0.60}}
     records = [run_record(c, acc[fedua.cell_of(c)[:2]][c.algorithm]) for c in fedua.experiments(params)]
-    effects = fedua.claim_effects(records).set_index(["partition", "participation"])
+    effects = fedua.claim_effects(records).set_index(["partition", "participation", "ratio"]).xs(1.0, level="ratio")
     assert effects.loc[("step", 1.0), "FedUA > FedDF > FedAvg"] == pytest.approx(0.05)  # min(0.05, 0.10)
     assert effects.loc[("dir0.1", 1.0), "FedUA > FedDF > FedAvg"] == pytest.approx(-0.01)
     assert effects.loc[("step", 0.5), "FedUA best at every C"] == pytest.approx(0.10)
@@ -199,12 +214,12 @@ def test_fedgmkd_claim_effects_are_margins_per_metric():
     params = replace(fedgmkd.ROBUSTNESS_BASE, clients="10", seeds=1, methods="fedavg,fedprox,fedgmkd")
     acc = {"fedavg": 0.40, "fedprox": 0.45, "fedgmkd": 0.43}
     records = [run_record(c, acc[fedgmkd.cell_of(c)[0]]) for c in fedgmkd.experiments(params)]
-    effects = fedgmkd.claim_effects(records).set_index(["clients", "metric"])
+    effects = fedgmkd.claim_effects(records)[lambda f: f.table == "Table 1"].set_index(["clients", "metric"])
     best_local = "FedGMKD has the best local accuracy of Table 1's methods (those run)"
     assert effects.loc[(10, "local"), best_local] == pytest.approx(-0.02)
     assert pd.isna(effects.loc[(10, "global"), best_local])
     assert effects.loc[(10, "global"), "FedGMKD beats FedAvg"] == pytest.approx(0.03)
-    assert set(effects.columns) - {"seed"} <= set(fedgmkd.claims(fedgmkd.paper_table1()).claim)  # the ledger's names
+    assert set(effects.columns) - {"seed", "table", "alpha"} <= set(fedgmkd.claims(fedgmkd.paper_table1()).claim)  # the ledger's names
 
 
 def test_a_robustness_dry_run_lists_each_variants_runs(tmp_path, monkeypatch, capsys):
@@ -233,7 +248,8 @@ def test_the_selective_fd_filter_table_reports_what_each_threshold_keeps(monkeyp
         for config in module.experiments(rb.variant_params(base_params, variant)):
             record = fake_record(config, {"knfu": 0.80, "selective_fd": 0.70 + threshold / 10}.get(config.algorithm, 0.6))
             if config.algorithm == "selective_fd":
-                record.history = [{"alma": 0.5, "accepted_fraction": 0.9, "kept_fraction": k} for k in kept[threshold]]
+                record.history = [{"round": r, "alma": record.final["alma"], "accepted_fraction": 0.9, "kept_fraction": k}
+                                  for r, k in enumerate(kept[threshold], start=1)]
             found.append(record)
         return found
 
@@ -271,13 +287,17 @@ def test_variants_made_on_several_machines_are_counted_and_named(monkeypatch):
     assert rb.machine_notes(rb.records_by_variant(knfu, params)) == [f"λ = 2: {len(knfu.experiments(params)) - 1} runs on CPU A, 1 runs on CPU B"]
 
 
-def test_changes_from_the_reading_name_the_complete_variants_that_move_a_count():
+def test_changes_from_the_reading_name_the_complete_variants_that_change_a_verdict():
     table = pd.DataFrame({"variant": ["ours", "v1", "v2", "v3", "ours"], "claim": ["X", "X", "X", "X", "Y"],
-                          "holds in": [0, 3, 0, 2, 1], "of cells": [3] * 5, "effect": [-0.5, 0.29, -0.4, 1.0, 0.1],
+                          "verdict": ["does not hold", "holds", "does not hold", "holds", "holds"],
+                          "holds in": [0, 3, 0, 2, 1], "reversed": [3, 0, 2, 0, 0], "of cells": [3] * 5,
+                          "effect": [-0.5, 0.29, -0.4, 1.0, 0.1], "low": [-0.7, 0.1, -0.6, 0.5, 0.05],
+                          "high": [-0.3, 0.5, -0.2, 1.5, 0.15],
                           "seed spread": [0.1] * 5, "seeds": [3] * 5, "runs": [9] * 5,
                           "complete": [True, True, True, False, True]})
-    assert rb.changes_from_reading(table, "ours") == [
-        "**X** holds in 0 of 3 cells as in this chapter; in 3 of 3 with v1 (effect +0.29 points)"]  # v3 is incomplete
+    assert rb.changes_from_reading(table, "ours") == [  # v2 keeps the verdict, v3 is incomplete
+        "**X** does not hold as in this chapter (-0.5 [-0.7, -0.3]); under **v1** it holds (+0.3 [+0.1, +0.5]; "
+        "reversed in 0 of 3 cells)"]
 
 
 def test_diverged_runs_complete_a_variant_and_leave_their_cells_out_of_its_claims(monkeypatch):
@@ -306,7 +326,8 @@ def test_diverged_runs_complete_a_variant_and_leave_their_cells_out_of_its_claim
     monkeypatch.setattr(rb, "variant_divergences", divergences)
     table = rb.claim_table(fedckd, params).set_index(["variant", "claim"])
     row = table.loc[(literal.name, "FedCKD > pFedSD")]
-    assert (row["diverged"], row["complete"], row["seeds"], row["holds in"], row["of cells"]) == (1, True, 1, 1, 1)
+    assert (row["diverged"], row["complete"], row["seeds"], row["of cells"]) == (1, True, 1, 1)
+    assert row["verdict"] == "inconclusive"  # one seed cannot decide
     assert row["effect"] == pytest.approx(4.0)  # seed 0 only: 0.94 - 0.90
     assert table.loc[(literal.name, fedckd.ANNEALING_CLAIM), "seeds"] == 2
     assert table.loc[(reading.name, "FedCKD > pFedSD"), "diverged"] == 0
@@ -321,7 +342,7 @@ def test_divergence_texts_give_each_methods_runs_and_rounds():
 
 def test_effect_shifts_name_complete_variants_that_move_an_effect_beyond_the_seed_spread():
     table = pd.DataFrame({"variant": ["ours", "v1", "v2", "v3", "v4", "v5"], "claim": ["X"] * 6,
-                          "effect": [2.0, 0.1, 1.5, 5.0, 4.0, 9.0], "seed spread": [1.0, 0.5, 0.2, 0.5, 3.5, 0.0],
+                          "verdict": ["holds"] * 6, "effect": [2.0, 0.1, 1.5, 5.0, 4.0, 9.0], "seed spread": [1.0, 0.5, 0.2, 0.5, 3.5, 0.0],
                           "of cells": [2] * 6, "seeds": [3, 3, 3, 3, 3, 1],
                           "complete": [True, True, True, False, True, True]})
     # v1 moved 1.9 > 1.0; v2 0.5 <= 1.0; v3 incomplete; v4 moved 2.0 <= its own spread 3.5; v5 judged on 1 seed
@@ -359,19 +380,23 @@ def test_a_claim_whose_methods_diverged_in_every_run_of_a_variant_is_unjudged_th
 
 
 def test_the_effects_plot_draws_each_claim_over_its_complete_variants_marking_where_it_holds():
+    """Each variant's pooled effect with its interval; filled where the verdict is "holds"."""
     import matplotlib
     matplotlib.use("Agg")
+    nan = float("nan")
     table = pd.DataFrame({"variant": ["ours", "v1", "v2", "ours", "v1"], "claim": ["X", "X", "X", "Y", "Y"],
+                          "verdict": ["holds", "inconclusive", "holds", "holds", "not judged"],
                           "holds in": [3, 1, 3, 2, 0], "of cells": [3, 3, 3, 2, 0],
-                          "effect": [1.5, -0.5, 9.0, 0.2, float("nan")], "seed spread": [0.3, 0.4, 0.1, 0.2, float("nan")],
+                          "effect": [1.5, -0.5, 9.0, 0.2, nan], "low": [1.0, -1.5, 8.0, 0.1, nan],
+                          "high": [2.0, 0.5, 10.0, 0.3, nan], "seed spread": [0.3, 0.4, 0.1, 0.2, nan],
                           "seeds": [3] * 4 + [0], "runs": [9] * 5, "complete": [True, True, False, True, True]})
     fig = rb.plot_effects(table, "ours")
     x_axis, y_axis = fig.axes
     assert (x_axis.get_title(), y_axis.get_title()) == ("X", "Y")
     # v2 is still running, v1 judged nothing of Y: neither is drawn there
     rows_top_down = lambda ax: [t.get_text() for _, t in sorted(zip(ax.get_yticks(), ax.get_yticklabels()), key=lambda p: -p[0])]  # noqa: E731
-    assert rows_top_down(x_axis) == ["ours (3/3)", "v1 (1/3)"]  # the reading first, as in the table
-    assert rows_top_down(y_axis) == ["ours (2/2)"]
+    assert rows_top_down(x_axis) == ["ours (holds)", "v1 (inconclusive)"]  # the reading first, as in the table
+    assert rows_top_down(y_axis) == ["ours (holds)"]
     markers = [line for line in x_axis.get_lines() if line.get_marker() == "o"]
     ours, v1 = markers  # drawn in table order
     assert (ours.get_xdata()[0], v1.get_xdata()[0]) == (1.5, -0.5)

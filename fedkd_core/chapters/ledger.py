@@ -1,9 +1,12 @@
-"""The claims ledger: every chapter's claims, counted alike on the paper's tables and on the
-committed records (paper or reduced profile), one row per claim.
+"""The claims ledger: every chapter's claims, judged alike on the paper's tables and on the
+committed records (paper or reduced profile), one row per claim, with the verdict words and
+intervals of :mod:`fedkd_core.verdicts`.
 
 A chapter joins the ledger by defining ``ledger_rows() -> pd.DataFrame`` (columns :data:`COLUMNS`),
-built with :func:`claim_rows` from two claim-count frames (claim, holds in, of cells) that the
-chapter's own ``claims`` function computes on the paper's numbers and on ours, and with
+built with :func:`judged_rows` from its records and four names it defines: ``observations(records)``
+(one row per run: cell, method, seed, final and best value, evaluations, late gain),
+``effects_of(frame, value)`` (per cell and seed, one effect column per claim), ``paper_observations()``
+(the paper's tables in the same columns with mean and std) and ``PAPER_RUNS``; and with
 :func:`untestable` for claims whose data are not offline. Nothing here runs an experiment: the
 ledger reads records, so it says "no committed records" until a sweep has committed them.
 """
@@ -16,11 +19,11 @@ from html import escape
 
 import pandas as pd
 
-from ..report import verdict_word
+from .. import verdicts as V
+from ..verdicts import NO_RECORDS, UNTESTABLE
 
-COLUMNS = ["chapter", "claim", "paper's tables", "ours", "evidence", "verdict", "section"]
-NO_RECORDS = "no committed records"
-UNTESTABLE = "not testable offline"
+COLUMNS = ["chapter", "claim", "verdict", "effect", "cells", "paper", "best round", "scale", "evidence", "note",
+           "section"]
 
 
 def counts_text(holds, cells) -> str:
@@ -48,26 +51,79 @@ def _seeds_per_cell(records) -> str:
     return str(fewest) if fewest == most else f"{fewest}-{most}"
 
 
-def claim_rows(chapter: str, section: str, paper: pd.DataFrame, ours: pd.DataFrame | None, evidence_text: str) -> pd.DataFrame:
-    """One row per claim of ``paper`` or ``ours`` (both: claim, holds in, of cells). The verdict
-    is computed from ours; a claim we have no cells for reads :data:`NO_RECORDS`."""
-    names = {"holds in": "holds", "of cells": "cells"}
-    theirs = paper.rename(columns={"holds in": "paper_holds", "of cells": "paper_cells"})
-    mine = (ours if ours is not None else pd.DataFrame(columns=["claim", "holds in", "of cells"])).rename(columns=names)
-    merged = theirs.merge(mine, on="claim", how="outer", sort=False)
+def judge_chapter(module, records, enforce_gate: bool = True) -> dict[str, dict]:
+    """Per claim of ``module`` on ``records``: the :class:`~fedkd_core.verdicts.Verdict` on the
+    final round ("final"), on each run's best round ("best"), and on the paper's tables over the
+    same cells ("paper"; over the paper's own cells for a claim none of ours share)."""
+    keys = list(module.EFFECT_CELL_KEYS)
+    observed = module.observations(records)
+    final, best = module.effects_of(observed, "final"), module.effects_of(observed, "best")
+    gates = V.gate(observed, keys, module.METHOD_COLUMN)
+    paper = V.paper_verdicts(module.paper_observations(), module.effects_of, keys, module.PAPER_RUNS, cells=final)
+    claims = list(dict.fromkeys(list(paper) + V.claims_in(final, keys)))
+    return {claim: {"final": V.judge(final, keys, claim, gates, enforce_gate),
+                    "best": V.judge(best, keys, claim, gates, enforce_gate),
+                    "paper": paper.get(claim)} for claim in claims}
+
+
+def paper_text(verdict) -> str:
+    """"holds, +5.2 [+4.6, +5.9]" for the paper's side of a claim ("—" where it has none)."""
+    if verdict is None:
+        return "—"
+    spread = "" if verdict.note.startswith("assuming") else f" ({verdict.cells_text}; no spread printed)"
+    return f"{verdict.word}, {verdict.effect_text}{spread}"
+
+
+def best_round_text(final, best) -> str:
+    """The verdict on each run's best round, flagged where it differs from the final round's."""
+    if best.word == NO_RECORDS:
+        return "—"
+    flag = "" if best.word == final.word else " ⚑ differs"
+    return f"{best.word}, {best.effect_text}{flag}"
+
+
+def judged_rows(chapter: str, module, records, section: str, scale: str, evidence_text: str,
+                enforce_gate: bool = True, sections: dict | None = None) -> pd.DataFrame:
+    """One ledger row per claim of ``module`` judged on ``records`` (:func:`judge_chapter`): the
+    verdict on the final round, its effect and interval, the cells, the paper's verdict, the
+    verdict on the best round, the scale, the evidence, and what the verdict leaves out
+    (cells not converged, seeds to decide it). ``sections``: claims whose section is not ``section``."""
+    if not records:
+        paper = V.paper_verdicts(module.paper_observations(), module.effects_of, list(module.EFFECT_CELL_KEYS),
+                                 module.PAPER_RUNS)
+        judged = {claim: {"final": V.Verdict(claim, NO_RECORDS), "best": V.Verdict(claim, NO_RECORDS), "paper": verdict}
+                  for claim, verdict in paper.items()}
+    else:
+        judged = judge_chapter(module, records, enforce_gate)
     rows = []
-    for _, row in merged.iterrows():
-        tested = not pd.isna(row.cells) and row.cells > 0
-        rows.append({"chapter": chapter, "claim": row.claim, "paper's tables": counts_text(row.paper_holds, row.paper_cells),
-                     "ours": counts_text(row.holds, row.cells), "evidence": evidence_text if tested else NO_RECORDS,
-                     "verdict": verdict_word(int(row.holds), int(row.cells)) if tested else NO_RECORDS,
-                     "section": section})
+    for claim, verdicts in judged.items():
+        final = verdicts["final"]
+        rows.append({"chapter": chapter, "claim": claim, "verdict": final.word, "effect": final.effect_text,
+                     "cells": final.cells_text, "paper": paper_text(verdicts["paper"]),
+                     "best round": best_round_text(final, verdicts["best"]), "scale": scale,
+                     "evidence": evidence_text if final.word != NO_RECORDS else NO_RECORDS,
+                     "note": note_text(final), "section": (sections or {}).get(claim, section)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def note_text(verdict) -> str:
+    """What stands behind a verdict beyond its interval: the gate's note, and for an inconclusive
+    claim the seeds per cell that would decide an effect of 1 point."""
+    parts = [verdict.note] if verdict.note else []
+    if verdict.word == V.INCONCLUSIVE and verdict.seeds_needed is not None:
+        seeds = int(verdict.seeds.split("-")[0]) if verdict.seeds else 0
+        if verdict.seeds_needed <= seeds:
+            parts.append(f"the interval already rules out effects of {V.DECIDABLE_EFFECT:g} point or more: "
+                         "any effect is smaller than that")
+        else:
+            parts.append(f"{verdict.seeds_needed} seeds per cell would decide an effect of {V.DECIDABLE_EFFECT:g} point")
+    return "; ".join(parts)
+
+
 def untestable(chapter: str, claim: str, reason: str, section: str) -> pd.DataFrame:
-    return pd.DataFrame([{"chapter": chapter, "claim": claim, "paper's tables": "reported", "ours": "—",
-                          "evidence": reason, "verdict": UNTESTABLE, "section": section}], columns=COLUMNS)
+    return pd.DataFrame([{"chapter": chapter, "claim": claim, "verdict": UNTESTABLE, "effect": "—", "cells": "—",
+                          "paper": "reported", "best round": "—", "scale": "—", "evidence": reason, "note": "",
+                          "section": section}], columns=COLUMNS)
 
 
 def ledger() -> pd.DataFrame:
@@ -82,7 +138,7 @@ def ledger() -> pd.DataFrame:
 
 def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with a "robustness" column for claims the chapter's robustness grid covers, "—"
-    for the others: "holds in k of V variants that bear on it (C of N variants run)", naming the
+    for the others: "holds in k, inconclusive in j of V variants that bear on it (C of N variants run)", naming the
     variants whose diverged runs left the claim without a cell (:func:`unjudged_text`). Only complete
     variants count; of those, a variant bears on a claim unless it leaves every method the claim
     compares as the chapter's reading has them (Selective-FD's threshold for "KnFu > FedMD")."""
@@ -100,7 +156,7 @@ def robustness_texts(table: pd.DataFrame, planned: int) -> pd.Series:
 
     counts = variant_counts(table)
     run = complete_rows(table).variant.nunique()
-    return pd.Series({row.claim: f"holds in {row['variants holding']} of {row['variants']} variants that bear on it "
+    return pd.Series({row.claim: f"{row.words} of {row['variants']} variants that bear on it "
                                  f"({run} of {planned} variants run{unjudged_text(table, row.claim)})"
                       for _, row in counts.iterrows()}, dtype=object)
 

@@ -5,15 +5,17 @@ A chapter that takes part defines, as data:
 * ``ROBUSTNESS``: a tuple of :class:`Variant` — each a name, the ``Params`` fields it changes from
   the base (the profile YAML the sweep is given) and why that value is a fair alternative. The
   first variant is the chapter's own reading (no overrides).
-* ``claim_effects(records) -> pd.DataFrame``: per (cell, seed) one column per claim holding the
-  claim's effect (e.g. KnFu's ALMA minus FedMD's), positive where the claim is true.
+* ``observations(records)`` and ``effects_of(frame, value)``: the runs as rows and, per (cell,
+  seed), one column per claim holding the claim's effect (e.g. KnFu's ALMA minus FedMD's), positive
+  where the claim is true (:mod:`fedkd_core.chapters.ledger`); ``ROBUSTNESS_AT_PAPER_SCALE`` when
+  the base runs at the paper's own round budget (the convergence gate then notes, not excludes).
 
 The grid of all variants runs through the resumable sweep
 (``python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness``,
 with ``--variant NAME`` to run one variant first);
 variants that leave a method's config unchanged reuse its records, since a record's key is its
-config. :func:`claim_table` then says, per claim and variant, in how many cells the claim holds
-(mean effect over seeds > 0), the mean effect and its spread over seeds.
+config. :func:`claim_table` then gives, per claim and variant, the verdict of
+:func:`fedkd_core.verdicts.judge` (word, pooled effect and 95% interval, cells holding and reversed).
 """
 
 from __future__ import annotations
@@ -121,42 +123,52 @@ def divergence_texts(divergences: dict[str, list]) -> dict[str, str]:
     return texts
 
 
-# Effects are differences of accuracies (fractions); means closer to zero than 1e-9 are ties.
-TIE_DECIMALS = 9
-
-
-def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], scale: float = 100.0) -> pd.DataFrame:
+def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], widen: float = 0.0,
+                      gate_table: pd.DataFrame | None = None, enforce_gate: bool = True) -> pd.DataFrame:
     """From per-(cell, seed) effects (columns ``cell_keys`` + "seed" + one per claim): per claim,
-    the cells where it holds (mean over seeds > 0; a mean that is zero but for floating-point
-    noise, as when two methods' accuracies tie, is a tie and does not hold), the mean effect and
-    the spread over seeds (std of the per-seed mean over cells), in points."""
+    its verdict (:func:`fedkd_core.verdicts.judge`: the words, the pooled effect in points with its
+    95% interval, widened by ``widen`` points on each side where the runs come from machines that
+    drift apart), the cells where it holds and where it is reversed, and the spread over seeds
+    (std of the per-seed mean over cells, in points). ``gate_table``, ``enforce_gate``: the
+    convergence gate, as :func:`fedkd_core.verdicts.judge` takes them."""
+    from ..verdicts import POINTS, claims_in, judge
+
     rows = []
-    for claim in effects.columns.drop(cell_keys + ["seed"]):
+    for claim in claims_in(effects, cell_keys):
         values = effects[cell_keys + ["seed", claim]].dropna()
         if not len(values):
             continue
-        per_cell = values.groupby(cell_keys)[claim].mean()
+        verdict = judge(values, cell_keys, claim, gate_table, enforce_gate, widen=widen)
         per_seed = values.groupby("seed")[claim].mean()
-        rows.append({"claim": claim, "holds in": int((per_cell.round(TIE_DECIMALS) > 0).sum()), "of cells": len(per_cell),
-                     "effect": float(values[claim].mean() * scale),
-                     "seed spread": float(per_seed.std(ddof=0) * scale), "seeds": int(values.seed.nunique())})
+        rows.append({"claim": claim, "verdict": verdict.word, "effect": verdict.interval.mean,
+                     "low": verdict.interval.low, "high": verdict.interval.high, "holds in": verdict.holding,
+                     "reversed": verdict.reversed, "of cells": verdict.cells,
+                     "seed spread": float(per_seed.std(ddof=0) * POINTS), "seeds": int(values.seed.nunique())})
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
 
 
-EFFECT_COLUMNS = ["claim", "holds in", "of cells", "effect", "seed spread", "seeds"]
+EFFECT_COLUMNS = ["claim", "verdict", "effect", "low", "high", "holds in", "reversed", "of cells", "seed spread", "seeds"]
 
 
 def summarise_variant(module: ModuleType, records: list) -> pd.DataFrame:
-    """:func:`summarise_effects` of one variant's records (no records: no claims)."""
+    """:func:`summarise_effects` of one variant's records (no records: no claims), its intervals
+    widened by the drift between machines (:data:`fedkd_core.verdicts.MACHINE_DRIFT`) where the
+    records come from more than one."""
+    from ..verdicts import effect_drift, gate
+
     if not records:
         return pd.DataFrame(columns=EFFECT_COLUMNS)
-    effects = module.claim_effects(records)
-    return summarise_effects(effects, [c for c in effects.columns if c in module.EFFECT_CELL_KEYS])
+    observed = module.observations(records)
+    keys = list(module.EFFECT_CELL_KEYS)
+    widen = effect_drift() if len(machines_of(records)) > 1 else 0.0
+    return summarise_effects(module.effects_of(observed, "final"), keys, widen, gate(observed, keys, module.METHOD_COLUMN),
+                             enforce_gate=not getattr(module, "ROBUSTNESS_AT_PAPER_SCALE", False))
 
 
 def unjudged_rows(claims: list[str]) -> pd.DataFrame:
     """Rows for claims that a variant could not judge at all (its runs diverged): no cells."""
-    return pd.DataFrame({"claim": claims, "holds in": 0, "of cells": 0, "effect": float("nan"),
+    return pd.DataFrame({"claim": claims, "verdict": "not judged", "effect": float("nan"), "low": float("nan"),
+                         "high": float("nan"), "holds in": 0, "reversed": 0, "of cells": 0,
                          "seed spread": float("nan"), "seeds": 0}, columns=EFFECT_COLUMNS)
 
 
@@ -166,9 +178,12 @@ def complete_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def judged_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """The :func:`complete_rows` that judged their claim on at least one cell."""
+    """The :func:`complete_rows` that judged their claim: on at least one cell, or as "untested at
+    this scale" (every cell failed the convergence gate)."""
+    from ..verdicts import UNTESTED
+
     complete = complete_rows(table)
-    return complete[complete["of cells"] > 0] if len(complete) else complete
+    return complete[(complete["of cells"] > 0) | (complete.verdict == UNTESTED)] if len(complete) else complete
 
 
 def records_by_variant(module: ModuleType, base, root=None) -> dict[str, list]:
@@ -203,8 +218,8 @@ def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | 
         expected = len(variant_grid(module, base, variant))
         frames.append(summary.assign(variant=variant.name, runs=len(records), diverged=failed,
                                      complete=len(records) + failed == expected, machines=len(machines_of(records))))
-    columns = ["variant", "claim", "holds in", "of cells", "effect", "seed spread", "seeds", "runs", "diverged",
-               "complete", "machines"]
+    columns = ["variant", "claim", "verdict", "effect", "low", "high", "holds in", "reversed", "of cells",
+               "seed spread", "seeds", "runs", "diverged", "complete", "machines"]
     if not frames:
         return pd.DataFrame(columns=columns)
     table = pd.concat(frames, ignore_index=True)[columns]
@@ -213,8 +228,9 @@ def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | 
                  and (row.effect, row["seed spread"]) == (reading.loc[row.claim, "effect"], reading.loc[row.claim, "seed spread"])
                  for _, row in table.iterrows()]
     table = table[~pd.Series(unchanged, index=table.index)].reset_index(drop=True)
-    return table.astype({"holds in": int, "of cells": int, "effect": float, "seed spread": float, "seeds": int,
-                         "runs": int, "diverged": int, "complete": bool, "machines": int})
+    return table.astype({"holds in": int, "reversed": int, "of cells": int, "effect": float, "low": float,
+                         "high": float, "seed spread": float, "seeds": int, "runs": int, "diverged": int,
+                         "complete": bool, "machines": int})
 
 
 def machines_of(records) -> Counter:
@@ -224,9 +240,8 @@ def machines_of(records) -> Counter:
 
 def machine_notes(records: dict[str, list]) -> list[str]:
     """One line per variant (of :func:`records_by_variant`) whose records come from more than one
-    machine, naming them: its effects then include the drift between machines (fp32 on another
-    CPU moved committed KnFu runs by up to 0.5 points, results/README.md), so an effect that small
-    does not decide a claim."""
+    machine, naming them: its effects then include the drift between machines, so its intervals
+    are widened by it (:func:`fedkd_core.verdicts.effect_drift`, measured in results/README.md)."""
     notes = []
     for name, variant_runs in records.items():
         machines = machines_of(variant_runs)
@@ -236,14 +251,16 @@ def machine_notes(records: dict[str, list]) -> list[str]:
 
 
 def variant_counts(table: pd.DataFrame) -> pd.DataFrame:
-    """Per claim: in how many variants it holds in every cell, of the variants whose grid is
-    complete (a variant still being swept does not count yet) and that judged it on some cell."""
+    """Per claim: in how many variants its verdict is each word, of the variants whose grid is
+    complete (a variant still being swept does not count yet) and that judged it on some cell;
+    "variants holding" counts the verdict "holds"."""
     complete = judged_rows(table)
     if not len(complete):
-        return pd.DataFrame(columns=["claim", "variants holding", "variants"])
-    whole = complete.assign(holds=complete["holds in"] == complete["of cells"])
-    grouped = whole.groupby("claim", sort=False)
-    return pd.DataFrame({"variants holding": grouped.holds.sum().astype(int), "variants": grouped.size()}).reset_index()
+        return pd.DataFrame(columns=["claim", "variants holding", "variants", "words"])
+    grouped = complete.groupby("claim", sort=False)
+    words = grouped.verdict.agg(lambda v: ", ".join(f"{word} in {n}" for word, n in Counter(v).most_common()))
+    return pd.DataFrame({"variants holding": grouped.verdict.agg(lambda v: int((v == "holds").sum())),
+                         "variants": grouped.size(), "words": words}).reset_index()
 
 
 def beside_reading(table: pd.DataFrame, reading: str):
@@ -256,17 +273,27 @@ def beside_reading(table: pd.DataFrame, reading: str):
 
 
 def changes_from_reading(table: pd.DataFrame, reading: str) -> list[str]:
-    """Per claim, the complete variants under which it holds in another number of cells than in
-    the chapter's own reading (``reading``, the first variant), as one line of text each; claims
-    that no variant changes are left out."""
+    """Per claim, the complete variants under which its verdict differs from the chapter's own
+    reading (``reading``, the first variant), as one sentence each ("under SGD, lr 0.01 ... Local ≥
+    every sharing method holds, +1.2 [+0.4, +2.0], where this chapter reads does not hold");
+    claims that no variant changes are left out."""
+    from ..verdicts import Interval
+
     lines = []
     for claim, base, others in beside_reading(table, reading):
-        moved = others[others["holds in"] != base["holds in"]]
+        moved = others[others.verdict != base.verdict]
         if len(moved):
-            lines.append(f"**{claim}** holds in {base['holds in']} of {base['of cells']} cells as in this chapter; "
-                         + "; ".join(f"in {row['holds in']} of {row['of cells']} with {row.variant} "
-                                     f"(effect {row.effect:+.2f} points)" for _, row in moved.iterrows()))
+            lines.append(f"**{claim}** {base.verdict} as in this chapter ({Interval(base.effect, base.low, base.high).text()}); "
+                         + "; ".join(f"under **{row.variant}** it {_reads(row.verdict)} "
+                                     f"({Interval(row.effect, row.low, row.high).text()}; "
+                                     f"reversed in {row.reversed} of {row['of cells']} cells)"
+                                     for _, row in moved.iterrows()))
     return lines
+
+
+def _reads(word: str) -> str:
+    return {"holds": "holds", "partly": "holds partly", "does not hold": "does not hold",
+            "inconclusive": "is inconclusive"}.get(word, f"reads {word}")
 
 
 def effect_shifts(table: pd.DataFrame, reading: str) -> list[str]:
@@ -301,6 +328,7 @@ def plot_effects(table: pd.DataFrame, reading: str):
     from fedkd_core import plots
 
     judged = judged_rows(table)
+    judged = judged[judged.effect.notna()] if len(judged) else judged
     if not len(judged):
         return None
     claims = list(dict.fromkeys(judged.claim))
@@ -319,6 +347,8 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     where the claim holds, the effect and its seed spread) and return the claim table."""
     from IPython.display import Markdown, display
 
+    from ..verdicts import MACHINE_DRIFT, effect_drift
+
     display(Markdown(f"**{name}**: {len(module.ROBUSTNESS)} variants around `notebooks/params/robustness/{name}.yaml`"))
     display(variants_frame(module))
     records = records_by_variant(module, module.ROBUSTNESS_BASE, root)
@@ -329,10 +359,10 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
         return table
     display(table.round(2))
     if plot_effects(table, module.ROBUSTNESS[0].name) is not None:
-        display(Markdown("Above, each claim over the variants whose runs are all committed: the mean effect with a "
-                         "bar of ± the seed spread, a **filled** marker where the claim holds in every cell and a hollow "
-                         "one where it does not (in brackets: cells where it holds / cells), this chapter's own reading "
-                         "in red; left of the dashed line the claim is reversed on average."))
+        display(Markdown("Above, each claim over the variants whose runs are all committed: the pooled effect with "
+                         "its 95% interval, a **filled** marker where the verdict is *holds* and a hollow one otherwise "
+                         "(in brackets: the verdict), this chapter's own reading in red; left of the dashed line the "
+                         "claim is reversed on average."))
     diverged = divergence_texts(divergences)
     if diverged:
         display(Markdown("Runs that **diverged** (training loss or weights became non-finite; stored as "
@@ -341,20 +371,19 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
                          + "\n".join(f"* {name}: {text}" for name, text in diverged.items())))
     notes = machine_notes(records)
     if notes:
-        display(Markdown("Records of more than one machine (`machines` above): fp32 on another CPU moved committed "
-                         "runs by up to 0.5 points (`results/README.md`), so an effect of that size within such a "
-                         "variant may be the machines' difference, not the variant's.\n\n"
+        display(Markdown("Records of more than one machine (`machines` above): a run rerun on another CPU in fp32 "
+                         f"moves by {MACHINE_DRIFT:.2f} points on average (`results/README.md`), so such a variant's "
+                         f"intervals are widened by ±{effect_drift():.2f} points (two runs in each effect).\n\n"
                          + "\n".join(f"* {note}" for note in notes)))
     changes = changes_from_reading(table, module.ROBUSTNESS[0].name)
     if changes:
-        display(Markdown("Where a variant changes a verdict's count:\n\n" + "\n".join(f"* {line}" for line in changes)))
+        display(Markdown("Where a variant changes a verdict:\n\n" + "\n".join(f"* {line}" for line in changes)))
     shifts = effect_shifts(table, module.ROBUSTNESS[0].name)
     if shifts:
         display(Markdown("Where a variant moves a claim's effect by more than the seeds' spread (mean ± spread "
                          "over seeds):\n\n" + "\n".join(f"* {line}" for line in shifts)))
     counts = variant_counts(table)
     if len(counts):
-        display(Markdown("\n".join(f"* **{row.claim}** holds in every cell in {row['variants holding']} of the "
-                                   f"{row.variants} variants whose runs are all committed and that could judge it"
-                                   for _, row in counts.iterrows())))
+        display(Markdown("\n".join(f"* **{row.claim}**: {row.words} of the {row.variants} variants whose runs are "
+                                   "all committed and that could judge it" for _, row in counts.iterrows())))
     return table

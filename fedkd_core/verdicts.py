@@ -1,0 +1,346 @@
+"""Claims as effects with 95% intervals, and the verdict words every page of the book uses.
+
+A claim ("KnFu > FedMD") is an *effect* in accuracy points, positive where the claim is true,
+measured per cell (one setting of the paper's tables) and seed. Runs of one seed share their data
+partition and initialisation, so the effect of seed s is the paired difference of the methods'
+seed-s runs; a chapter's ``effects_of`` computes it (see :mod:`fedkd_core.chapters`).
+
+How the numbers are turned into a verdict (the Claims page explains the same in prose):
+
+* **Per cell**, a t-interval on the paired per-seed effects (n seeds, n − 1 degrees of freedom):
+  the cell *holds* when the interval lies above zero, is *reversed* when it lies below, and is
+  *inconclusive* otherwise (always so with a single seed).
+* **Per claim**, the mean of the per-cell means, with a 95% interval that treats the cells as the
+  fixed settings the paper chose and the seeds as the only randomness: its variance is
+  Σ_c s_c² / n_c / k², with Welch–Satterthwaite degrees of freedom. The claim is about *these*
+  settings, so the cells are not a sample to generalise from; a t-interval over cell means would
+  instead ask whether the effect holds for settings the paper never ran, and with the 2-4 cells a
+  reduced profile has it could never decide anything.
+* **The words**: *holds* (interval above zero, no cell reversed), *partly* (interval above zero,
+  some cell reversed), *does not hold* (interval below zero), *inconclusive* (the interval
+  contains zero), *untested at this scale* (every cell failed the convergence gate, :func:`gate`).
+* **The paper's side**: where a paper reports mean ± std over n runs, each method's cell mean is
+  drawn from a normal with that mean and std/√n (a seeded parametric bootstrap), the same effect
+  function is applied to every draw, and the 2.5 and 97.5 percentiles give the intervals. The
+  paper's runs are not paired with one another, so this is a little wider than a paired test
+  would be. Where the paper gives no spread, only the signs are counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+LEVEL = 0.95
+POINTS = 100.0  # accuracies are fractions; effects are reported in points
+
+HOLDS, PARTLY, DOES_NOT_HOLD, INCONCLUSIVE = "holds", "partly", "does not hold", "inconclusive"
+UNTESTED = "untested at this scale"
+UNTESTABLE = "not testable offline"
+NO_RECORDS = "no committed records"
+REVERSED = "reversed"
+WORDS = (HOLDS, PARTLY, DOES_NOT_HOLD, INCONCLUSIVE, UNTESTED, UNTESTABLE, NO_RECORDS)
+
+# The convergence gate: a cell counts only if every run behind it was evaluated this often and its
+# method's mean curve gained less than this many points over the last LATE_SHARE of the rounds.
+MIN_EVALUATIONS = 10
+MAX_LATE_GAIN = 1.0
+LATE_SHARE = 0.2
+DECIDABLE_EFFECT = 1.0  # points: "what more seeds would buy" is the seeds that decide an effect this size
+# One run's final ALMA rerun with the same config and seed on another CPU, fp32: the mean absolute
+# difference in points (benchmarks/precision_drift.py; results/README.md gives the runs and CPUs).
+MACHINE_DRIFT = 0.46
+
+
+def effect_drift(run_drift: float = MACHINE_DRIFT) -> float:
+    """How far an effect (a difference of two runs, each drifting independently) may move between
+    machines: √2 times one run's drift."""
+    return float(np.sqrt(2) * run_drift)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean and its 95% interval, in points."""
+
+    mean: float
+    low: float
+    high: float
+
+    def text(self, digits: int = 1) -> str:
+        """"+3.5 [+2.9, +4.1]"; a mean without an interval prints alone."""
+        if np.isnan(self.mean):
+            return "—"
+        if np.isnan(self.low):
+            return f"{self.mean:+.{digits}f}"
+        return f"{self.mean:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}]"
+
+    @property
+    def word(self) -> str:
+        """holds / reversed / inconclusive for one cell."""
+        return HOLDS if self.low > 0 else REVERSED if self.high < 0 else INCONCLUSIVE
+
+
+NO_INTERVAL = Interval(float("nan"), float("nan"), float("nan"))
+
+
+def t_interval(values: Sequence[float], level: float = LEVEL) -> Interval:
+    """The t-interval of the mean of ``values`` (n − 1 degrees of freedom); a single value has a
+    mean and no interval. Identical values have a zero-width interval."""
+    values = np.asarray(values, dtype=float)
+    if len(values) == 0:
+        return NO_INTERVAL
+    mean = float(values.mean())
+    if len(values) < 2:
+        return Interval(mean, float("nan"), float("nan"))
+    half = float(stats.t.ppf(0.5 + level / 2, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
+    return Interval(mean, mean - half, mean + half)
+
+
+def pooled_interval(means: Sequence[float], sds: Sequence[float], ns: Sequence[int], level: float = LEVEL) -> Interval:
+    """The mean of k cell means and its interval with the cells fixed and the seeds random:
+    variance Σ s_c²/n_c / k², Welch–Satterthwaite degrees of freedom. Cells with fewer than two
+    seeds have no spread and are left out (the caller says so)."""
+    means, sds, ns = (np.asarray(x, dtype=float) for x in (means, sds, ns))
+    keep = ns >= 2
+    if not keep.any():
+        return Interval(float(means.mean()), float("nan"), float("nan")) if len(means) else NO_INTERVAL
+    means, sds, ns = means[keep], sds[keep], ns[keep]
+    k = len(means)
+    parts = sds**2 / ns  # each cell mean's variance
+    mean = float(means.mean())
+    variance = parts.sum() / k**2
+    if variance == 0:
+        return Interval(mean, mean, mean)
+    dof = parts.sum() ** 2 / np.sum(parts**2 / (ns - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, dof) * np.sqrt(variance))
+    return Interval(mean, mean - half, mean + half)
+
+
+def seeds_to_decide(sds: Sequence[float], effect: float = DECIDABLE_EFFECT, level: float = LEVEL,
+                    most: int = 1000) -> int | None:
+    """The seeds per cell at which the pooled interval's half-width falls below ``effect`` points,
+    given the cells' observed per-seed spreads ``sds`` (None if more than ``most`` would be needed)."""
+    sds = np.asarray([s for s in sds if np.isfinite(s)], dtype=float)
+    if not len(sds):
+        return None
+    k = len(sds)
+    for n in range(2, most + 1):
+        half = stats.t.ppf(0.5 + level / 2, k * (n - 1)) * np.sqrt(np.sum(sds**2) / n) / k
+        if half < effect:
+            return n
+    return None
+
+
+# --- one claim on per-(cell, seed) effects -----------------------------------------------------
+
+def cell_table(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, scale: float = POINTS) -> pd.DataFrame:
+    """Per cell of ``effects`` (columns ``cell_keys`` + seed + one per claim, fractions): the seeds,
+    the mean effect in points, its per-seed std, the t-interval and the cell's word."""
+    values = effects[list(cell_keys) + ["seed", claim]].dropna(subset=[claim])
+    rows = []
+    for cell, group in values.groupby(list(cell_keys), sort=True):
+        effect = group[claim].to_numpy() * scale
+        interval = t_interval(effect)
+        rows.append({**dict(zip(cell_keys, cell if isinstance(cell, tuple) else (cell,))),
+                     "seeds": len(effect), "effect": interval.mean,
+                     "sd": float(effect.std(ddof=1)) if len(effect) > 1 else float("nan"),
+                     "low": interval.low, "high": interval.high, "outcome": interval.word})
+    return pd.DataFrame(rows, columns=list(cell_keys) + ["seeds", "effect", "sd", "low", "high", "outcome"])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A claim judged on its cells: the word, the pooled effect, and what stands behind it."""
+
+    claim: str
+    word: str
+    interval: Interval = NO_INTERVAL
+    cells: int = 0
+    holding: int = 0
+    reversed: int = 0
+    seeds: str = ""
+    note: str = ""
+    seeds_needed: int | None = None
+
+    @property
+    def effect_text(self) -> str:
+        return self.interval.text()
+
+    @property
+    def cells_text(self) -> str:
+        if not self.cells:
+            return "—"
+        inconclusive = self.cells - self.holding - self.reversed
+        return f"{self.holding} hold, {self.reversed} reversed, {inconclusive} inconclusive of {self.cells}"
+
+
+def claim_word(interval: Interval, reversed_cells: int) -> str:
+    """The verdict word for a pooled interval and the number of reversed cells."""
+    if np.isnan(interval.low):
+        return INCONCLUSIVE
+    if interval.low > 0:
+        return PARTLY if reversed_cells else HOLDS
+    return DOES_NOT_HOLD if interval.high < 0 else INCONCLUSIVE
+
+
+def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_table: pd.DataFrame | None = None,
+          enforce_gate: bool = True, widen: float = 0.0) -> Verdict:
+    """The verdict on ``claim`` from per-(cell, seed) effects. With a ``gate_table`` (from
+    :func:`gate`, indexed by ``cell_keys``) and ``enforce_gate``, only the cells that pass the
+    convergence gate count, and a claim with none left is "untested at this scale"; without
+    ``enforce_gate`` (runs at the paper's own round budget, where a still-rising method is the
+    paper's protocol) every cell counts and the note says how many were still rising. ``widen``:
+    points added to each side of the pooled interval (the drift between machines, where the
+    effect's runs come from more than one: :func:`effect_drift`)."""
+    if claim not in effects or not effects[claim].notna().any():
+        return Verdict(claim, NO_RECORDS)
+    cells = cell_table(effects, cell_keys, claim)
+    notes = []
+    if gate_table is not None and len(cells):
+        passed = [bool(gate_table["converged"].get(_cell_key(row, cell_keys), True)) for _, row in cells.iterrows()]
+        failed = cells[[not p for p in passed]]
+        if len(failed):
+            rising = rising_text([gate_table.loc[[_cell_key(row, cell_keys)]].iloc[0] for _, row in failed.iterrows()])
+            if enforce_gate:
+                notes.append(f"{len(failed)} of {len(cells)} cells left out, not converged: {rising}")
+                cells = cells[passed]
+                if not len(cells):
+                    return Verdict(claim, UNTESTED, note=notes[0])
+            else:
+                notes.append(f"{len(failed)} of {len(cells)} cells still rising at the paper's round budget: {rising}")
+    single = int((cells.seeds < 2).sum())
+    if single:
+        notes.append(f"{single} cell{'s' if single > 1 else ''} with one seed left out of the interval")
+    interval = pooled_interval(cells.effect, cells.sd, cells.seeds)
+    if widen:
+        interval = Interval(interval.mean, interval.low - widen, interval.high + widen)
+        notes.append(f"interval widened by ±{widen:.2f} points: its runs come from more than one machine")
+    reversed_cells = int((cells.outcome == REVERSED).sum())
+    word = claim_word(interval, reversed_cells)
+    seeds = f"{cells.seeds.min()}" if cells.seeds.min() == cells.seeds.max() else f"{cells.seeds.min()}-{cells.seeds.max()}"
+    needed = seeds_to_decide(cells.sd) if word == INCONCLUSIVE else None
+    return Verdict(claim, word, interval, len(cells), int((cells.outcome == HOLDS).sum()), reversed_cells, seeds,
+                   "; ".join(notes), needed)
+
+
+def rising_text(failed_rows) -> str:
+    """"fedmd in 9 cells, selective_fd in 5; 2 cells evaluated fewer than 10 times" from the
+    :func:`gate` rows of the failed cells."""
+    methods: dict[str, int] = {}
+    sparse = 0
+    for row in failed_rows:
+        for method in row["rising"]:
+            methods[method] = methods.get(method, 0) + 1
+        sparse += int(row["evaluations"] < MIN_EVALUATIONS)
+    ranked = sorted(methods.items(), key=lambda item: -item[1])
+    named = ", ".join(f"{m} in {n} cell{'s' if n > 1 else ''}" for m, n in ranked[:3])
+    more = f" and {len(ranked) - 3} more methods" if len(ranked) > 3 else ""
+    parts = [f"{named}{more} still rising" if methods else ""]
+    if sparse:
+        parts.append(f"{sparse} cell{'s' if sparse > 1 else ''} evaluated fewer than {MIN_EVALUATIONS} times")
+    return "; ".join(p for p in parts if p)
+
+
+def _cell_key(row: pd.Series, cell_keys: Sequence[str]):
+    key = tuple(row[k] for k in cell_keys)
+    return key if len(key) > 1 else key[0]
+
+
+def claims_in(effects: pd.DataFrame, cell_keys: Sequence[str]) -> list[str]:
+    return [c for c in effects.columns if c not in set(cell_keys) | {"seed"}]
+
+
+# --- the convergence gate ----------------------------------------------------------------------
+
+def trajectory(history: Sequence[dict], metric: str, rounds: int, late_share: float = LATE_SHARE) -> dict:
+    """From a run's evaluated rounds: the metric at the last evaluation ("final"), its best value
+    ("best"), how many times it was evaluated, and its gain in points from the last evaluation at
+    or before round (1 − ``late_share``) x ``rounds`` to the end ("late_gain")."""
+    points = [(row["round"], row[metric]) for row in history if row.get(metric) is not None and np.isfinite(row[metric])]
+    if not points:
+        return {"final": float("nan"), "best": float("nan"), "evaluations": 0, "late_gain": float("nan")}
+    cut = (1 - late_share) * rounds
+    before = [value for r, value in points if r <= cut]
+    final = points[-1][1]
+    return {"final": final, "best": max(value for _, value in points), "evaluations": len(points),
+            "late_gain": (final - before[-1]) * POINTS if before else float("nan")}
+
+
+def gate(observations: pd.DataFrame, cell_keys: Sequence[str], method: str = "method",
+         min_evaluations: int = MIN_EVALUATIONS, max_late_gain: float = MAX_LATE_GAIN) -> pd.DataFrame:
+    """Per cell of ``observations`` (one row per run: ``cell_keys``, ``method``, final, evaluations,
+    late_gain): whether every run was evaluated at least ``min_evaluations`` times and every
+    method's mean late gain is below ``max_late_gain`` points; the methods still rising, the fewest
+    evaluations, and the reason in words (e.g. "fedavg still rising: +3.2 points over the last 20%
+    of rounds, ends at 23.1%")."""
+    rows = {}
+    for cell, runs in observations.groupby(list(cell_keys), sort=True):
+        reasons = []
+        evaluations = int(runs.evaluations.min())
+        if evaluations < min_evaluations:
+            reasons.append(f"evaluated {evaluations} times (fewer than {min_evaluations})")
+        by_method = runs.groupby(method).agg(gain=("late_gain", "mean"), final=("final", "mean"))
+        rising = [name for name, row in by_method.iterrows() if not row.gain < max_late_gain]
+        reasons += [f"{name} still rising: {by_method.gain[name]:+.1f} points over the last {LATE_SHARE:.0%} of rounds, "
+                    f"ends at {by_method.final[name] * POINTS:.1f}%" for name in rising]
+        key = cell if len(cell_keys) > 1 else (cell[0] if isinstance(cell, tuple) else cell)
+        rows[key] = {"converged": not reasons, "rising": rising, "evaluations": evaluations, "reason": "; ".join(reasons)}
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=["converged", "rising", "evaluations", "reason"])
+    if len(cell_keys) > 1 and len(table):
+        table.index = pd.MultiIndex.from_tuples(table.index, names=list(cell_keys))
+    return table
+
+
+# --- the paper's side ---------------------------------------------------------------------------
+
+PAPER_REPLICATES = 4000
+
+
+def paper_verdicts(paper: pd.DataFrame, effects_of: Callable[[pd.DataFrame, str], pd.DataFrame],
+                   cell_keys: Sequence[str], runs: int, cells: pd.DataFrame | None = None,
+                   replicates: int = PAPER_REPLICATES, seed: int = 0) -> dict[str, Verdict]:
+    """Each claim judged on a paper's table (rows: the chapter's observation columns with ``mean``
+    and ``std`` in %, NaN std where the paper gives none), by a seeded parametric bootstrap over
+    ``runs`` assumed runs per reported number; restricted to ``cells`` (a frame of ``cell_keys``)
+    when given. Where the paper gives no spread, the verdict counts signs (note "paper gives no
+    spread")."""
+    has_spread = bool(paper["std"].notna().all())
+    draws = replicates if has_spread else 1
+    rng = np.random.default_rng(seed)
+    noise = rng.standard_normal((draws, len(paper))) if has_spread else np.zeros((1, len(paper)))
+    spread = (paper["std"].fillna(0).to_numpy() / np.sqrt(runs))[None, :]
+    values = paper["mean"].to_numpy()[None, :] + noise * spread
+    frame = pd.concat([paper.drop(columns=["mean", "std"]).assign(seed=r, value=values[r] / POINTS) for r in range(draws)],
+                      ignore_index=True)
+    effects = effects_of(frame, "value")
+    if cells is not None and len(cells):
+        effects = effects.merge(cells[list(cell_keys)].drop_duplicates(), on=list(cell_keys))
+    verdicts = {}
+    for claim in claims_in(effects, cell_keys):
+        per_cell = effects.dropna(subset=[claim]).pivot_table(index="seed", columns=list(cell_keys), values=claim) * POINTS
+        if per_cell.empty:
+            continue
+        if has_spread:
+            verdicts[claim] = _bootstrap_verdict(claim, per_cell, runs)
+        else:
+            signs = per_cell.iloc[0]
+            holding, reversed_cells = int((signs > 0).sum()), int((signs < 0).sum())
+            word = HOLDS if holding == len(signs) else DOES_NOT_HOLD if holding == 0 else PARTLY
+            verdicts[claim] = Verdict(claim, word, Interval(float(signs.mean()), float("nan"), float("nan")), len(signs),
+                                      holding, reversed_cells, note="paper gives no spread: signs counted")
+    return verdicts
+
+
+def _bootstrap_verdict(claim: str, per_cell: pd.DataFrame, runs: int) -> Verdict:
+    low, high = (0.5 - LEVEL / 2) * 100, (0.5 + LEVEL / 2) * 100
+    cell_words = [Interval(float(per_cell[c].mean()), float(np.percentile(per_cell[c], low)),
+                           float(np.percentile(per_cell[c], high))).word for c in per_cell.columns]
+    pooled = per_cell.mean(axis=1)
+    interval = Interval(float(pooled.mean()), float(np.percentile(pooled, low)), float(np.percentile(pooled, high)))
+    reversed_cells = cell_words.count(REVERSED)
+    return Verdict(claim, claim_word(interval, reversed_cells), interval, len(cell_words), cell_words.count(HOLDS),
+                   reversed_cells, seeds=str(runs), note=f"assuming {runs} runs per reported mean ± std")

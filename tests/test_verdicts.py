@@ -1,0 +1,143 @@
+"""The statistics behind every verdict: intervals against textbook computations (scipy's
+t-interval, a seeded bootstrap), the verdict words on hand-made effects, the convergence gate."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from fedkd_core import verdicts as V
+
+
+def test_one_cells_interval_is_scipys_t_interval():
+    values = np.array([1.2, 0.4, 2.1, 0.9, 1.5])
+    ours = V.t_interval(values)
+    low, high = stats.t.interval(0.95, len(values) - 1, loc=values.mean(), scale=stats.sem(values))
+    assert (ours.mean, ours.low, ours.high) == pytest.approx((values.mean(), low, high))
+    assert np.isnan(V.t_interval([3.0]).low)  # one seed: a mean, no interval
+    assert V.t_interval([2.0, 2.0]).text() == "+2.0 [+2.0, +2.0]"
+
+
+def test_a_single_cell_pooled_is_its_t_interval():
+    values = np.array([0.5, 1.5, 1.0])
+    pooled = V.pooled_interval([values.mean()], [values.std(ddof=1)], [3])
+    single = V.t_interval(values)
+    assert (pooled.low, pooled.high) == pytest.approx((single.low, single.high))
+
+
+def test_the_pooled_interval_matches_a_seeded_stratified_bootstrap():
+    """Cells fixed, seeds random: resampling seeds within each cell and averaging the cell means
+    gives the same 95% interval as the Welch-Satterthwaite t-interval, up to bootstrap noise."""
+    rng = np.random.default_rng(0)
+    cells = [rng.normal(mu, sd, size=40) for mu, sd in ((1.0, 0.5), (2.0, 1.5), (-0.5, 1.0))]
+    pooled = V.pooled_interval([c.mean() for c in cells], [c.std(ddof=1) for c in cells], [len(c) for c in cells])
+    boot = np.mean([[rng.choice(c, size=len(c)).mean() for c in cells] for _ in range(4000)], axis=1)
+    low, high = np.percentile(boot, [2.5, 97.5])
+    assert pooled.mean == pytest.approx(np.mean([c.mean() for c in cells]))
+    assert pooled.low == pytest.approx(low, abs=0.05) and pooled.high == pytest.approx(high, abs=0.05)
+
+
+def test_welch_satterthwaite_degrees_of_freedom_for_unequal_cells():
+    means, sds, ns = [1.0, 3.0], [0.5, 2.0], [3, 5]
+    parts = np.array(sds) ** 2 / np.array(ns)
+    dof = parts.sum() ** 2 / np.sum(parts**2 / (np.array(ns) - 1))
+    half = stats.t.ppf(0.975, dof) * np.sqrt(parts.sum()) / 2
+    pooled = V.pooled_interval(means, sds, ns)
+    assert (pooled.low, pooled.high) == pytest.approx((2.0 - half, 2.0 + half))
+
+
+def effects_frame(cells: dict[str, list[float]]) -> pd.DataFrame:
+    """Per-(cell, seed) effects in fractions from points given per cell."""
+    return pd.DataFrame([{"cell": cell, "seed": seed, "A > B": value / 100}
+                         for cell, values in cells.items() for seed, value in enumerate(values)])
+
+
+@pytest.mark.parametrize("cells, word", [
+    ({"c1": [3.0, 3.5, 4.0], "c2": [2.0, 2.4, 2.2]}, "holds"),
+    ({"c1": [6.0, 6.5, 7.0], "c2": [-2.0, -2.4, -2.2]}, "partly"),  # pooled above zero, c2 reversed
+    ({"c1": [-3.0, -3.5, -4.0], "c2": [-2.0, -2.4, -2.2]}, "does not hold"),
+    ({"c1": [1.0, -1.0, 0.5], "c2": [-0.5, 0.7, 0.1]}, "inconclusive"),
+])
+def test_the_verdict_words(cells, word):
+    assert V.judge(effects_frame(cells), ["cell"], "A > B").word == word
+
+
+def test_a_verdict_counts_its_cells_and_prints_its_interval():
+    verdict = V.judge(effects_frame({"c1": [3.0, 3.5, 4.0], "c2": [2.0, 2.4, 2.2], "c3": [0.0, 1.0, -1.0]}), ["cell"], "A > B")
+    assert (verdict.cells, verdict.holding, verdict.reversed, verdict.seeds) == (3, 2, 0, "3")
+    assert verdict.effect_text.startswith("+1.9 [") and verdict.cells_text == "2 hold, 0 reversed, 1 inconclusive of 3"
+    assert V.judge(effects_frame({"c1": [1.0]}), ["cell"], "A > B").word == "inconclusive"  # one seed decides nothing
+    assert V.judge(effects_frame({"c1": [1.0]}), ["cell"], "C > D").word == V.NO_RECORDS
+
+
+def test_an_inconclusive_verdict_says_what_more_seeds_would_buy():
+    noisy = V.judge(effects_frame({"c1": [2.0, -1.0, 0.5], "c2": [-1.5, 1.5, 0.0]}), ["cell"], "A > B")
+    assert noisy.word == "inconclusive"
+    k, sds = 2, np.array([1.5, 1.5])
+    n = noisy.seeds_needed
+    half = lambda seeds: stats.t.ppf(0.975, k * (seeds - 1)) * np.sqrt(np.sum(sds**2) / seeds) / k  # noqa: E731
+    assert half(n) < 1.0 <= half(n - 1)
+
+
+def test_trajectory_reads_final_best_and_the_late_gain():
+    history = [{"round": r, "alma": a} for r, a in zip(range(2, 21, 2), [0.1, 0.3, 0.5, 0.6, 0.62, 0.64, 0.66, 0.70, 0.68, 0.69])]
+    run = V.trajectory(history, "alma", rounds=20)
+    assert (run["final"], run["best"], run["evaluations"]) == (0.69, 0.70, 10)
+    assert run["late_gain"] == pytest.approx((0.69 - 0.70) * 100)  # from round 16 (the last at or before 0.8 x 20)
+    assert V.trajectory([{"round": 1, "global_acc": None}], "global_acc", 1)["evaluations"] == 0
+
+
+def test_the_gate_passes_a_plateau_and_names_what_is_still_rising_or_sparse():
+    observations = pd.DataFrame({"cell": ["c1"] * 4 + ["c2"] * 2, "method": ["fedavg", "fedavg", "fedua", "fedua", "fedavg", "fedua"],
+                                 "final": [0.23, 0.23, 0.30, 0.30, 0.6, 0.6], "evaluations": [10, 10, 10, 10, 5, 5],
+                                 "late_gain": [3.2, 3.0, 0.2, 0.4, 0.0, 0.5]})
+    table = V.gate(observations, ["cell"], "method")
+    assert not table.converged["c1"] and table.rising["c1"] == ["fedavg"]
+    assert table.reason["c1"] == "fedavg still rising: +3.1 points over the last 20% of rounds, ends at 23.0%"
+    assert table.reason["c2"] == "evaluated 5 times (fewer than 10)"
+    plateau = observations.assign(late_gain=0.5, evaluations=12)
+    assert V.gate(plateau, ["cell"], "method").converged.all()
+
+
+def test_cells_that_fail_the_gate_do_not_count_unless_at_the_papers_round_budget():
+    effects = effects_frame({"c1": [3.0, 3.5, 4.0], "c2": [-3.0, -3.5, -4.0]})
+    gates = pd.DataFrame({"converged": [True, False], "rising": [[], ["B"]], "evaluations": [12, 12],
+                          "reason": ["", "B still rising"]}, index=["c1", "c2"])
+    gated = V.judge(effects, ["cell"], "A > B", gates)
+    assert (gated.word, gated.cells) == ("holds", 1) and "1 of 2 cells left out" in gated.note
+    kept = V.judge(effects, ["cell"], "A > B", gates, enforce_gate=False)
+    assert (kept.word, kept.cells) == ("inconclusive", 2) and "still rising at the paper's round budget" in kept.note
+    none_left = V.judge(effects, ["cell"], "A > B", gates.assign(converged=False))
+    assert none_left.word == V.UNTESTED and "B in 1 cell still rising" in none_left.note
+
+
+def paper_chapter_effects(frame: pd.DataFrame, value: str) -> pd.DataFrame:
+    wide = frame.pivot_table(index=["cell", "seed"], columns="method", values=value)
+    return pd.DataFrame({"A > B": wide.A - wide.B}, index=wide.index).reset_index()
+
+
+def test_the_papers_side_is_a_seeded_parametric_bootstrap_of_its_mean_and_std():
+    """One cell, A 81.0 ± 0.5 vs B 79.0 ± 0.8 over 3 runs: the interval of the difference of two
+    independent means is ± 1.96 √((0.5² + 0.8²)/3) around +2.0."""
+    paper = pd.DataFrame({"cell": ["c1", "c1"], "method": ["A", "B"], "mean": [81.0, 79.0], "std": [0.5, 0.8]})
+    verdict = V.paper_verdicts(paper, paper_chapter_effects, ["cell"], runs=3)["A > B"]
+    half = 1.96 * np.sqrt((0.5**2 + 0.8**2) / 3)
+    assert verdict.interval.mean == pytest.approx(2.0, abs=0.03)
+    assert (verdict.interval.low, verdict.interval.high) == pytest.approx((2.0 - half, 2.0 + half), abs=0.05)
+    assert verdict.word == "holds" and "assuming 3 runs" in verdict.note
+    again = V.paper_verdicts(paper, paper_chapter_effects, ["cell"], runs=3)["A > B"]
+    assert again.interval == verdict.interval  # seeded
+
+
+def test_a_paper_without_spread_is_judged_by_signs():
+    paper = pd.DataFrame({"cell": ["c1", "c1", "c2", "c2"], "method": ["A", "B"] * 2,
+                          "mean": [80.0, 79.0, 70.0, 71.0], "std": [np.nan] * 4})
+    verdict = V.paper_verdicts(paper, paper_chapter_effects, ["cell"], runs=1)["A > B"]
+    assert (verdict.word, verdict.holding, verdict.reversed) == ("partly", 1, 1)
+    assert "no spread" in verdict.note and np.isnan(verdict.interval.low)
+    only_ours = V.paper_verdicts(paper, paper_chapter_effects, ["cell"], runs=1, cells=pd.DataFrame({"cell": ["c1"]}))
+    assert only_ours["A > B"].word == "holds"  # restricted to the cells we ran
+
+
+def test_drift_between_machines_widens_an_effect_by_root_two_runs():
+    assert V.effect_drift(0.5) == pytest.approx(0.5 * np.sqrt(2))
