@@ -49,3 +49,36 @@ def claim_effects(rows: pd.DataFrame, ax, reading: str, title: str = "") -> None
     ax.axvline(0.0, color="grey", linestyle="--", linewidth=1)
     ax.set_yticks(positions, [f"{v} ({w})" for v, w in zip(rows.variant, rows.verdict)])
     ax.set(xlabel="effect (points): pooled mean and 95% interval", title="\n".join(textwrap.wrap(title, 70)))
+
+
+OUTCOME_MARKS = {"holds": "✓", "reversed": "✗", "inconclusive": "·"}
+
+
+def cell_verdicts(table: pd.DataFrame, title: str = ""):
+    """A claims x cells heatmap of :func:`fedkd_core.chapters.ledger.cell_verdicts`: colour the mean
+    effect in points (blue where the claim is true, red where reversed), each square marked ✓
+    (holds: interval above zero), ✗ (reversed) or · (inconclusive) with its effect. Returns the figure
+    (None without cells)."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+
+    if not len(table):
+        return None
+    claims = list(dict.fromkeys(table.claim))
+    cells = list(dict.fromkeys(table.cell))
+    grid = table.pivot_table(index="claim", columns="cell", values="effect").reindex(index=claims, columns=cells)
+    marks = table.set_index(["claim", "cell"])
+    limit = max(1.0, float(np.nanmax(np.abs(grid.to_numpy()))))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.62 * len(cells) + 3.2), 0.55 * len(claims) + 1.9))
+    ax.imshow(grid.to_numpy(), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+    for i, claim in enumerate(claims):
+        for j, cell in enumerate(cells):
+            if (claim, cell) in marks.index:
+                row = marks.loc[(claim, cell)]
+                ax.text(j, i, f"{OUTCOME_MARKS[row.outcome]}\n{row.effect:+.1f}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(cells)), cells, rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(len(claims)), ["\n".join(textwrap.wrap(c, 34)) for c in claims], fontsize=8)
+    ax.set_title(title or "effect per cell (points): ✓ holds, ✗ reversed, · inconclusive (95% interval)", fontsize=9)
+    fig.tight_layout()
+    return fig

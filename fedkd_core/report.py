@@ -135,13 +135,6 @@ def styled_comparison(table: pd.DataFrame, digits: int = 1):
                                 "props": "border-left: 1px solid #ddd; padding: 2px 10px; white-space: nowrap;"}]))
 
 
-def verdict_word(holds: int, cells: int) -> str:
-    """holds / partly / does not hold, for a claim true in ``holds`` of ``cells`` cells."""
-    if cells == 0:
-        return "not tested"
-    return "holds" if holds == cells else "does not hold" if holds == 0 else "partly"
-
-
 def markdown_list(lines: Sequence[str]) -> str:
     return "\n".join(f"- {line}" for line in lines)
 

@@ -15,17 +15,69 @@
 # # Claims: what holds up
 #
 # Every claim the four papers make about their tables, judged from the records this book has
-# committed (the paper profile for KnFu, the reduced profiles for FedUA, FedGMKD and FedCKD), never
-# from a number typed into a page. Each claim is counted the same way on the paper's own table and on
-# ours, by the function its chapter uses: a claim about $n$ cells **holds** when it is true in
-# all $n$ of ours, **partly** when in some, **does not hold** when in none. Claims whose data are
-# not available offline say so, and claims of a chapter without committed records say that.
+# committed (the paper profile for KnFu, the reduced profiles for FedUA and FedGMKD, FedCKD's
+# paper-scale column where its cells are complete and its reduced profile until then), never
+# from a number typed into a page. The landing page summarises this table; each chapter opens
+# with its own rows of it.
 #
 # | | |
 # |---|---|
-# | **Sources** | `fedkd_core.chapters.<chapter>.ledger_rows()`, gathered by `fedkd_core.chapters.ledger.ledger()` |
+# | **Sources** | `fedkd_core.chapters.<chapter>.ledger_rows()`, gathered by `fedkd_core.chapters.ledger.ledger()`; the statistics in `fedkd_core.verdicts` |
 # | **Records** | `results/paper/`, `results/reduced/` and `results/robustness/`, as committed by the sweeps (`python -m fedkd_core.sweep <chapter> --params notebooks/params/<profile>/<chapter>.yaml`) |
-# | **Robustness** | for the claims a chapter reruns over the choices its paper leaves open (`ROBUSTNESS` in the chapter's module: optimiser, learning rate, rounds, thresholds, ...), in how many of those variants the claim holds in every cell. All four chapters define a grid (`notebooks/params/robustness/<chapter>.yaml`, run with `python -m fedkd_core.sweep <chapter> --params … --robustness`, one variant at a time with `--variant NAME`); a variant counts once all its runs are committed, and only for the claims it bears on (one that changes none of the methods a claim compares, such as Selective-FD's threshold for "KnFu > FedMD", leaves that claim as read); the count also says how many of the planned variants have run |
+# | **Robustness** | for the claims a chapter reruns over the choices its paper leaves open (`ROBUSTNESS` in the chapter's module: optimiser, learning rate, rounds, thresholds, ...), the verdict under each of those variants. All four chapters define a grid (`notebooks/params/robustness/<chapter>.yaml`, run with `python -m fedkd_core.sweep <chapter> --params … --robustness`, one variant at a time with `--variant NAME`); a variant counts once all its runs are committed, and only for the claims it bears on (one that changes none of the methods a claim compares, such as Selective-FD's threshold for "KnFu > FedMD", leaves that claim as read) |
+#
+# ## How verdicts are computed
+#
+# **A claim is an effect.** "KnFu > FedMD" is KnFu's final ALMA minus FedMD's, in points, in every
+# cell (one setting of the paper's table: dataset, α, |D_n|, ...) and seed. Runs of one seed share
+# their data partition and initialisation, so the effect of seed *s* is the *paired* difference of
+# the two methods' seed-*s* runs. Composite claims are effects too: "best of the methods" is the
+# method minus the best other one; "FedUA > FedDF > FedAvg" is the smaller of its two margins;
+# "loses less as C falls" is the difference of the relative drops from C = 1.
+#
+# **Per cell**, a 95% t-interval on the paired per-seed effects (n − 1 degrees of freedom): the
+# cell *holds* when the interval lies above zero, is *reversed* when it lies below, and is
+# *inconclusive* otherwise (always, with one seed).
+#
+# **Per claim**, the mean of the per-cell means, with a 95% interval in which the cells are the
+# fixed settings the paper chose and the seeds are the randomness: its variance is
+# $\sum_c s_c^2 / n_c \,/\, k^2$ over the $k$ cells (seed std $s_c$, $n_c$ seeds), with
+# Welch–Satterthwaite degrees of freedom. We chose this over a t-interval on the $k$ cell means
+# (cells as a random sample of settings) because the claims are about *these* settings, and with
+# the 2-4 cells of a reduced profile a between-cell interval (t with 1-3 degrees of freedom) could
+# never decide anything; the per-cell words keep the heterogeneity visible instead (*partly*). A
+# hierarchical bootstrap over cells then seeds has the same problem with few cells; on many seeds
+# per cell the interval agrees with a stratified bootstrap (`tests/test_verdicts.py`).
+#
+# **The words.** *holds*: the claim's interval lies above zero and no cell is reversed; *partly*:
+# above zero, some cell reversed; *does not hold*: below zero; *inconclusive*: it contains zero —
+# the note then says how many seeds per cell would decide an effect of 1 point at the observed
+# spread, or that the interval already rules out effects of 1 point (any effect is smaller).
+#
+# **The convergence gate.** A cell counts only if every run behind it was evaluated at least 10
+# times and every method's mean curve gained less than 1 point over the last 20% of the rounds.
+# On a reduced profile a cell that fails is left out and a claim with no cell left is *untested
+# at this scale*, with the reason (which method is still rising, by how much). At the paper's own
+# round budget (KnFu, FedCKD's paper-scale column) a method still rising is the paper's protocol,
+# so the cell counts and the note says how many were still rising.
+#
+# **Final and best round.** Verdicts use each run's final evaluation, as the papers' tables do;
+# the *best round* column judges each run at its best evaluation instead, and ⚑ marks a claim whose
+# verdict differs between the two (a method that collapses late, as FedMD does on CIFAR-10 at
+# α = 0.1, is judged differently).
+#
+# **The paper's side.** Where a paper prints mean ± std, each method's cell mean is drawn from a
+# normal with that mean and std/√n (a seeded parametric bootstrap of 4,000 draws), the same
+# effect function is applied to every draw, and the 2.5 and 97.5 percentiles give the intervals.
+# The papers rarely say how many runs stand behind a std: we assume 3 for KnFu and FedCKD and 6 for
+# FedUA ("repeated more than five times"). The paper's runs are not paired, so this is a little
+# wider than a paired test would be. FedGMKD prints no spread: its side counts signs ("no spread
+# printed"). The paper's side is computed over the cells we ran, except for a claim that none of
+# our cells share (FedCKD's annealing claim, CIFAR-100 in the paper and Fashion-MNIST here).
+#
+# **Machines.** A run rerun with the same config and seed on another CPU in fp32 does not give the
+# same numbers (`results/README.md` gives the measured drift); a robustness variant whose records
+# come from more than one machine has its intervals widened by √2 times that drift.
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -42,11 +94,13 @@ display(report.parameters_table(params))
 # %% [markdown]
 # ## Every claim
 #
-# "paper's tables": in how many of the paper's cells the claim is true (for KnFu, over the cells
-# we ran); "ours": the same count on our records; "evidence": the profile, runs, seeds and rounds
-# behind ours; "robustness": in how many variants of the unstated choices the claim holds in every
-# cell (variants whose runs are all committed). The link leads to the section of the chapter that
-# computes the claim.
+# "verdict" and "effect": ours, on the final round, with the pooled 95% interval in points;
+# "cells": how many of the claim's cells hold, are reversed or are inconclusive on their own;
+# "paper": the same test on the paper's tables; "best round": the verdict on each run's best
+# round (⚑ where it differs); "scale": what our runs are; "evidence": the profile, runs, seeds and
+# rounds behind ours; "note": cells the gate left out or noted, and what more seeds would buy;
+# "robustness": the verdicts under the variants of the unstated choices (variants whose runs are
+# all committed). The claim links to the chapter section that computes it.
 
 # %% tags=["hide-input"]
 table = ledger.ledger()
@@ -57,7 +111,7 @@ display(HTML(ledger.linked_table(table)))
 
 # %% tags=["hide-input"]
 display(ledger.verdict_counts(table))
-judged = table[~table.verdict.isin([ledger.NO_RECORDS, ledger.UNTESTABLE])]
+judged = table[~table.verdict.isin([ledger.NO_RECORDS, ledger.UNTESTABLE, ledger.V.UNTESTED])]
 display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committed records: "
                  + ", ".join(f"{n} {word}" for word, n in judged.verdict.value_counts().items()) + "."
                  if len(judged) else "No claim is judged yet: no chapter has committed records."))
@@ -65,9 +119,10 @@ display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committe
 # %% [markdown]
 # ## Robustness: the variants, claim by claim
 #
-# Per variant of the choices a paper leaves open: in how many cells each claim holds (mean over
-# seeds), the mean effect in points (e.g. KnFu's ALMA minus FedMD's; for FedUA's "loses less as C falls", FedDF's relative drop minus FedUA's, in percent) and its spread over seeds.
-# A variant that changes none of a claim's methods is not listed for it.
+# Per variant of the choices a paper leaves open: each claim's verdict, its pooled effect in points
+# with the 95% interval (`low`, `high`; e.g. KnFu's ALMA minus FedMD's; for FedUA's "loses less as C
+# falls", FedDF's relative drop minus FedUA's, in percent), the cells holding and reversed, and the
+# spread over seeds. A variant that changes none of a claim's methods is not listed for it.
 
 # %% tags=["hide-input"]
 from fedkd_core.chapters import CHAPTERS, chapter_module, robustness  # noqa: E402

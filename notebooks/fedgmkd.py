@@ -77,6 +77,25 @@ from fedkd_core.federation import build_federated_data
 from fedkd_core.results import run_grid
 
 params = notebook_params(chapter.Params, globals())
+
+# %% [markdown]
+# ## Verdict
+#
+# Each claim of the paper, judged on the committed reduced-profile records whatever profile this page was
+# executed with: the same rows as on the [Claims page](claims.ipynb). A cell whose runs were still
+# rising at the end of the reduced profile, or were evaluated fewer than 10 times, does not count:
+# a claim with no cell left is *untested at this scale*, with the reason. The tables further down
+# show the records of this page's profile.
+
+# %% tags=["remove-input"]
+from fedkd_core.chapters import ledger  # noqa: E402
+
+verdict_rows = ledger.verdict_box(chapter)
+
+# %% [markdown]
+# The parameters this page was executed with:
+
+# %% tags=["remove-input"]
 display(report.parameters_table(params))
 LABELS = {key: method.label for key, method in chapter.METHODS.items()}
 
@@ -369,34 +388,28 @@ if len(ours):
     display(traffic.assign(method=traffic.method.map(LABELS)).set_index(["clients", "method"]).round(4))
 
 # %% [markdown]
-# ## Verdict
+# ## The claims, cell by cell
 #
-# The paper's claims, counted over the cells of Table 1 (and of Table 3 for the ablation) the same
-# way on the paper's numbers and on ours (means over seeds, per profile):
+# Each claim's effect in every cell of the records shown above, per profile (cells: the table, the
+# clients, Dir(β) and the metric), with each cell's own word from its 95% t-interval over seeds
+# (paired by seed): ✓ holds, ✗ reversed, · inconclusive (one seed is always inconclusive). The
+# verdicts at the top apply the convergence gate on top of this.
 
 # %% tags=["hide-input"]
-paper_claims = pd.concat([chapter.claims(pd.concat([paper1, chapter.paper_table6()[lambda f: f.method == "hk_dat"]])),
-                          chapter.ablation_claims(chapter.paper_table3())]).set_index("claim")
-lines = []
-for profile in sorted(set(table1_ours.profile) | set(table3_ours.profile)):
-    mine = pd.concat([chapter.claims(table1_ours[table1_ours.profile == profile]),
-                      chapter.ablation_claims(table3_ours[table3_ours.profile == profile])])
-    for _, row in mine.iterrows():
-        word = report.verdict_word(int(row["holds in"]), int(row["of cells"]))
-        theirs = paper_claims.loc[row.claim] if row.claim in paper_claims.index else None
-        paper_text = f" (paper's tables: {theirs['holds in']} of {theirs['of cells']})" if theirs is not None else ""
-        lines.append(f"**{word}** — {row.claim}: true in {row['holds in']} of {row['of cells']} cells of profile "
-                     f"{profile}{paper_text}.")
+cells_shown = ledger.show_cell_verdicts(chapter, records)
+
+# %% [markdown]
+# **Cost.** FedGMKD's time per client-round against FedAvg's, per machine (the paper's ratio beside):
+
+# %% tags=["hide-input"]
 if len(ours):
     ratios = chapter.time_ratios(chapter.table1_rows(ours, params.alpha))
     paper_ratio = paper_times[(paper_times.dataset == "CIFAR-10") & (paper_times.method == "fedgmkd")].ratio.iloc[0]
-    for (profile, machine, count), group in ratios[ratios.method == "fedgmkd"].groupby(["profile", "machine", "clients"]):
-        lines.append(f"Cost: FedGMKD takes {group.ratio.iloc[0]:.2f}× FedAvg's time per client-round at {count} clients "
-                     f"(profile {profile}, on {machine}; paper: {paper_ratio:.2f}×).")
-    used = ours.groupby("profile").agg(runs=("seed", "size"), seeds=("seed", "nunique"), rounds=("rounds", "max"))
-    lines.append("Evidence: " + "; ".join(f"profile {p}: {r.runs} runs, {r.seeds} seed(s), {r.rounds} rounds"
-                                          for p, r in used.iterrows()) + ".")
-display(Markdown(report.markdown_list(lines) if lines else "No runs: nothing to judge."))
+    display(Markdown(report.markdown_list([
+        f"FedGMKD takes {group.ratio.iloc[0]:.2f}× FedAvg's time per client-round at {count} clients "
+        f"(profile {profile}, on {machine}; paper: {paper_ratio:.2f}×)."
+        for (profile, machine, count), group in ratios[ratios.method == "fedgmkd"].groupby(["profile", "machine", "clients"])])))
+
 
 # %% [markdown]
 # ## Robustness to what the paper leaves open
@@ -404,8 +417,9 @@ display(Markdown(report.markdown_list(lines) if lines else "No runs: nothing to 
 # The verdict above rests on one reading of each choice the paper does not fix: FedGMKD's paper and released code disagree on DAT's reference, its a, the form of the prediction alignment, gradient clipping and the GMM's component range. The
 # robustness grid (`fedgmkd.ROBUSTNESS`, as data in `fedkd_core/chapters/fedgmkd.py`) reruns the claims'
 # cells (the reduced profile's Table 1 block, 3 seeds; only FedGMKD reruns, since the baselines do not change) once per alternative reading; the first variant is this chapter's own. For each
-# variant and claim: in how many cells the claim holds (mean over seeds), the mean effect in points
-# and its spread over seeds. Variants appear as their runs are committed
+# variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
+# `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants
+# appear as their runs are committed
 # (`python -m fedkd_core.sweep fedgmkd --params notebooks/params/robustness/fedgmkd.yaml --robustness
 # --workers 2`); the [Claims page](claims.ipynb) gathers all four chapters.
 

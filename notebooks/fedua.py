@@ -83,6 +83,25 @@ from fedkd_core.federation import build_federated_data
 from fedkd_core.results import run_grid
 
 params = notebook_params(chapter.Params, globals())
+
+# %% [markdown]
+# ## Verdict
+#
+# Each claim of the paper, judged on the committed reduced-profile records whatever profile this page was
+# executed with: the same rows as on the [Claims page](claims.ipynb). A cell whose runs were still
+# rising at the end of the reduced profile, or were evaluated fewer than 10 times, does not count:
+# a claim with no cell left is *untested at this scale*, with the reason. The tables further down
+# show the records of this page's profile.
+
+# %% tags=["remove-input"]
+from fedkd_core.chapters import ledger  # noqa: E402
+
+verdict_rows = ledger.verdict_box(chapter)
+
+# %% [markdown]
+# The parameters this page was executed with:
+
+# %% tags=["remove-input"]
 display(report.parameters_table(params))
 
 # %% [markdown]
@@ -338,26 +357,15 @@ if len(history):
     display(traffic.rename(columns={"up": "upload per client (MB)", "down": "download per client (MB)"}).round(3))
 
 # %% [markdown]
-# ## Verdict
+# ## The claims, cell by cell
 #
-# The paper's three claims, counted over the cells of each table the same way on the paper's
-# numbers and on ours (means over seeds):
+# Each claim's effect in every cell of the records shown above, per profile (cells: partition, C
+# and, for Table 1, the sample ratio), with each cell's own word from its 95% t-interval over seeds
+# (paired by seed): ✓ holds, ✗ reversed, · inconclusive (one seed is always inconclusive). The
+# verdicts at the top apply the convergence gate on top of this.
 
 # %% tags=["hide-input"]
-paper_claims = chapter.claims(chapter.paper_table2(), chapter.paper_table1(), chapter.paper_table3()).set_index("claim")
-lines = []
-for profile in sorted(set(t2_ours.profile) | set(t1_ours.profile) | set(t3_ours.profile)):
-    of = lambda table: table[table.profile == profile]  # noqa: E731
-    for _, row in chapter.claims(of(t2_ours), of(t1_ours), of(t3_ours)).iterrows():
-        word = report.verdict_word(int(row["holds in"]), int(row["of cells"]))
-        paper_row = paper_claims.loc[row.claim]
-        lines.append(f"**{word}** — {row.claim}: true in {row['holds in']} of {row['of cells']} cells of profile "
-                     f"{profile} (paper's tables: {paper_row['holds in']} of {paper_row['of cells']}).")
-if len(ours):
-    used = ours.groupby("profile").agg(runs=("seed", "size"), seeds=("seed", "nunique"), rounds=("rounds", "max"))
-    lines.append("Evidence: " + "; ".join(f"profile {p}: {r.runs} runs, {r.seeds} seed(s), {r.rounds} rounds"
-                                          for p, r in used.iterrows()) + ".")
-display(Markdown(report.markdown_list(lines) if lines else "No runs: nothing to judge."))
+cells_shown = ledger.show_cell_verdicts(chapter, records)
 
 # %% [markdown]
 # ## Robustness to what the paper leaves open
@@ -365,8 +373,9 @@ display(Markdown(report.markdown_list(lines) if lines else "No runs: nothing to 
 # The verdict above rests on one reading of each choice the paper does not fix: FedUA's paper states neither the server's optimiser settings, the distillation temperature, the sample ratio of Tables 2-3, nor how the densities become weights. The
 # robustness grid (`fedua.ROBUSTNESS`, as data in `fedkd_core/chapters/fedua.py`) reruns the claims'
 # cells (the reduced profile's Tables 2 and 3, 3 seeds) once per alternative reading; the first variant is this chapter's own. For each
-# variant and claim: in how many cells the claim holds (mean over seeds), the mean effect in points
-# and its spread over seeds. Variants appear as their runs are committed
+# variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
+# `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants
+# appear as their runs are committed
 # (`python -m fedkd_core.sweep fedua --params notebooks/params/robustness/fedua.yaml --robustness
 # --workers 2`); the [Claims page](claims.ipynb) gathers all four chapters.
 

@@ -324,18 +324,28 @@ def test_derived_rows_from_hand_made_means():
     assert rows[("accuracy drop", "fedua", "C = 0.4")] == pytest.approx(20.0)
 
 
-def test_claims_count_cells_where_each_claim_holds():
-    table2 = pd.DataFrame({"partition": ["step"] * 3 + ["dir0.1"] * 3, "algorithm": ["fedavg", "feddf", "fedua"] * 2,
-                           "mean": [50, 55, 60, 50, 45, 60]})
-    table1 = pd.DataFrame({"selection": ["random", "bald"] * 3, "ratio": [0.2, 0.2, 0.6, 0.6, 1.0, 1.0],
-                           "mean": [50, 52, 53, 51, 55, 55]})
-    table3 = pd.DataFrame({"participation": [1.0, 1.0, 1.0, 0.4, 0.4, 0.4], "algorithm": ["fedavg", "feddf", "fedua"] * 2,
-                           "mean": [50, 60, 70, 45, 30, 63]})
-    counted = chapter.claims(table2, table1, table3).set_index("claim")
-    assert counted.loc["FedUA > FedDF > FedAvg"].tolist() == [1, 2]  # dir0.1: FedDF < FedAvg
-    assert counted.loc["BALD > Random at equal SR"].tolist() == [1, 2]  # SR 1 is excluded
-    assert counted.loc["FedUA loses less than FedDF as C falls"].tolist() == [1, 1]
-    assert counted.loc["FedUA best at every C"].tolist() == [2, 2]
+def sign_counts(module, frame):
+    """Per claim: (cells where it holds, cells) by the sign of each cell's effect."""
+    from fedkd_core.verdicts import paper_verdicts
+
+    verdicts = paper_verdicts(frame.assign(std=float("nan")), module.effects_of, list(module.EFFECT_CELL_KEYS), runs=1)
+    return {claim: [v.holding, v.cells] for claim, v in verdicts.items()}
+
+
+def test_claims_are_effects_that_hold_where_they_are_positive():
+    rows = ([("step", 1.0, 1.0, m, v) for m, v in zip(("fedavg", "feddf", "fedua"), (50, 55, 60))]
+            + [("dir0.1", 1.0, 1.0, m, v) for m, v in zip(("fedavg", "feddf", "fedua"), (50, 45, 60))]
+            + [("step", 0.4, 1.0, m, v) for m, v in zip(("fedavg", "feddf", "fedua"), (45, 30, 57))]
+            + [("step", 1.0, r, m, v) for r, m, v in ((0.2, "random", 50), (0.2, "bald", 52), (0.6, "random", 53),
+                                                       (0.6, "bald", 51))])
+    frame = pd.DataFrame(rows, columns=["partition", "participation", "ratio", "method", "mean"])
+    counted = sign_counts(chapter, frame)
+    assert counted["FedUA > FedDF > FedAvg"] == [1, 2]  # dir0.1: FedDF < FedAvg
+    assert counted["BALD > Random at equal SR"] == [1, 2]
+    assert counted["FedUA loses less than FedDF as C falls"] == [1, 1]  # drops 45% vs 5%
+    assert counted["FedUA best at every C"] == [2, 2]
+    paper = sign_counts(chapter, chapter.paper_observations())
+    assert paper["FedUA > FedDF > FedAvg"] == [3, 3] and paper["BALD > Random at equal SR"] == [4, 4]
 
 
 def test_table1_rows_let_the_whole_set_run_stand_in_both_rows():

@@ -58,42 +58,31 @@ def test_judged_rows_gate_out_cells_still_rising_and_without_records_say_so():
     assert empty.paper.startswith("holds")  # the paper's side is judged whatever we have
 
 
+def sign_counts(frame):
+    """FedCKD's claims as (cells where it holds, cells), by the sign of each cell's effect."""
+    from fedkd_core.verdicts import paper_verdicts
+
+    verdicts = paper_verdicts(frame.assign(std=float("nan")), fedckd.effects_of, list(fedckd.EFFECT_CELL_KEYS), runs=1)
+    return {claim: (v.holding, v.cells) for claim, v in verdicts.items()}
+
+
 def test_fedckd_claims_on_hand_made_means_and_on_the_papers_tables():
     means = pd.DataFrame({"dataset": ["d"] * 4 + ["e"] * 4, "setting": ["practical"] * 8, "clients": [20] * 8,
                           "algorithm": ["fedavg", "fedprox", "pfedsd", "fedckd"] * 2,
                           "mean": [50, 51, 70, 71, 50, 52, 72, 51.5]})
-    table = fedckd.claims(means).set_index("claim")
-    assert tuple(table.loc["FedCKD > pFedSD"]) == (1, 2)
-    assert tuple(table.loc["FedCKD best of the methods run"]) == (1, 2)
-    assert tuple(table.loc["every personalised method beats FedAvg and FedProx"]) == (1, 2)
-    paper = fedckd.claims(fedckd.paper_accuracy_tables()).set_index("claim")
-    assert tuple(paper.loc["FedCKD > pFedSD"]) == (12, 12)  # Tables I-II: FedCKD above pFedSD everywhere
-
+    table = sign_counts(means)
+    assert table["FedCKD > pFedSD"] == (1, 2)
+    assert table["FedCKD best of the methods run"] == (1, 2)
+    assert table["every personalised method beats FedAvg and FedProx"] == (1, 2)
+    paper = sign_counts(fedckd.paper_observations())
+    assert paper["FedCKD > pFedSD"] == (12, 12)  # Tables I-II: FedCKD above pFedSD everywhere
+    assert paper[fedckd.ANNEALING_CLAIM] == (1, 1)  # Table IV: 57.25 > 57.08
 
 
 def test_fedckd_annealing_claim_compares_each_cell_with_and_without_annealing():
     means = pd.DataFrame({"dataset": ["d", "d", "e", "e", "f"], "setting": ["practical"] * 5, "clients": [20] * 5,
-                          "annealing": [True, False, True, False, True], "mean": [71.0, 70.5, 60.0, 60.0, 55.0]})
-    table = fedckd.annealing_claims(means).set_index("claim")  # f has no constant-λ run: not a cell
-    assert tuple(table.loc[fedckd.ANNEALING_CLAIM]) == (1, 2)  # a tie is not a gain
-    paper = fedckd.annealing_claims(fedckd.paper_table4().assign(setting="practical", clients=20))
-    assert tuple(paper.set_index("claim").loc[fedckd.ANNEALING_CLAIM]) == (1, 1)  # 57.25 > 57.08
-    assert fedckd.annealing_claims(means[means.annealing]).empty
-
-
-def test_fedckd_annealing_records_are_the_cells_where_both_gammas_ran():
-    from types import SimpleNamespace
-
-    def record(gamma, partition="dirichlet", seed=0):
-        return SimpleNamespace(config={"algorithm": "fedckd", "algorithm_params": {"gamma": gamma}, "seed": seed,
-                                       "participation": 1.0, "model": "pfedsd_cnn_mnist",
-                                       "data": {"dataset": "fashion_mnist", "partition": partition, "num_clients": 20,
-                                                "alpha": 0.1}})
-
-    pair = [record(0.99), record(1.0), record(0.99, seed=1)]
-    alone = [record(0.99, partition="pathological")]
-    other = [SimpleNamespace(config={"algorithm": "pfedsd", "algorithm_params": {}, "data": {}})]
-    assert fedckd.annealing_records(pair + alone + other) == pair
+                          "algorithm": ["fedckd", fedckd.CONSTANT] * 2 + ["fedckd"], "mean": [71.0, 70.5, 60.0, 60.0, 55.0]})
+    assert sign_counts(means)[fedckd.ANNEALING_CLAIM] == (1, 2)  # f has no constant-λ run; a tie is not a gain
 
 
 def test_the_ledger_has_every_chapter_and_links_to_existing_pages():

@@ -40,13 +40,6 @@ def test_styled_table_colours_the_difference_and_greys_missing_runs():
     assert ">agrees<" not in styler.to_html()
 
 
-def test_verdict_words():
-    assert report.verdict_word(3, 3) == "holds"
-    assert report.verdict_word(1, 3) == "partly"
-    assert report.verdict_word(0, 3) == "does not hold"
-    assert report.verdict_word(0, 0) == "not tested"
-
-
 def test_parameters_table_is_headed_by_the_profile():
     from fedkd_core.chapters.setting import Params
 

@@ -419,30 +419,6 @@ def per_client_difference(ours: pd.DataFrame, better: str = "fedckd", worse: str
 PERSONALISED = ("fedper", "lg_fedavg", "pfedme", "fedfomo", "pfedsd", "fedckd")
 
 
-def claims(means: pd.DataFrame) -> pd.DataFrame:
-    """FedCKD's claims over (dataset, setting, clients) cells of a long frame with columns
-    dataset, setting, clients, algorithm, mean: FedCKD > pFedSD, FedCKD best of the methods run,
-    and every personalised method above FedAvg and FedProx."""
-    wide = means.pivot_table(index=["dataset", "setting", "clients"], columns="algorithm", values="mean")
-    rows = []
-
-    def count(name: str, holds: pd.Series) -> None:
-        holds = holds.dropna()
-        rows.append({"claim": name, "holds in": int(holds.astype(bool).sum()), "of cells": len(holds)})
-
-    if {"fedckd", "pfedsd"} <= set(wide.columns):
-        count("FedCKD > pFedSD", (wide.fedckd > wide.pfedsd).where(wide[["fedckd", "pfedsd"]].notna().all(1)))
-    if "fedckd" in wide and len(wide.columns) > 1:
-        others = [a for a in wide.columns if a != "fedckd"]
-        count("FedCKD best of the methods run", (wide.fedckd > wide[others].max(axis=1)).where(wide.notna().all(1)))
-    generic = [a for a in ("fedavg", "fedprox") if a in wide]
-    personal = [a for a in PERSONALISED if a in wide]
-    if generic and personal:
-        count("every personalised method beats FedAvg and FedProx",
-              (wide[personal].min(axis=1) > wide[generic].max(axis=1)).where(wide[generic + personal].notna().all(1)))
-    return pd.DataFrame(rows, columns=["claim", "holds in", "of cells"])
-
-
 def paper_accuracy_tables() -> pd.DataFrame:
     """Tables I and II as one long frame with a ``setting`` column."""
     return pd.concat([paper_accuracy_table(s).assign(setting=s) for s in SETTINGS], ignore_index=True)
@@ -537,32 +513,6 @@ def experiments_to_run(params: Params, reduced: dict[str, list] | None = None) -
 
 
 ANNEALING_CLAIM = "annealing helps (γ < 1 > γ = 1)"
-
-
-def annealing_claims(means: pd.DataFrame) -> pd.DataFrame:
-    """Table IV's claim over (dataset, setting, clients) cells of a frame with columns dataset,
-    setting, clients, annealing (bool) and mean (FedCKD's accuracy): FedCKD with annealing is
-    more accurate than FedCKD with a constant λ. No row where no cell has both."""
-    cell = ["dataset", "setting", "clients"]
-    with_it = means[means.annealing.astype(bool)].set_index(cell)["mean"]
-    without = means[~means.annealing.astype(bool)].set_index(cell)["mean"]
-    both = with_it.index.intersection(without.index)
-    if not len(both):
-        return pd.DataFrame(columns=["claim", "holds in", "of cells"])
-    holds = with_it[both] > without[both]
-    return pd.DataFrame([{"claim": ANNEALING_CLAIM, "holds in": int(holds.sum()), "of cells": len(both)}])
-
-
-def annealing_records(records) -> list:
-    """FedCKD's records in the cells where both γ = 1 and γ < 1 ran (Table IV's pair)."""
-    fedckd = [r for r in records if r.config["algorithm"] == "fedckd"]
-    kinds: dict[tuple, set] = {}
-    for record in fedckd:
-        *cell, gamma = cell_of(record)
-        if gamma is not None:
-            kinds.setdefault(tuple(cell), set()).add(gamma < 1.0)
-    return [r for r in fedckd if len(kinds.get(cell_of(r)[:-1], ())) == 2]
-
 
 # Tables I-II's Fashion-MNIST n = 100 / r = 0.1 / T = 100 column and Table IV's pair at the paper's
 # full scale (notebooks/params/paper/fedckd_fmnist100.yaml holds the same values; a test checks it).

@@ -439,45 +439,6 @@ def time_ratios(frame: pd.DataFrame) -> pd.DataFrame:
     return fastest.assign(ratio=ratio)
 
 
-def claims(table: pd.DataFrame) -> pd.DataFrame:
-    """FedGMKD's claims counted over cells of a long (method, clients, metric, mean) frame — run it
-    on the paper's Table 1 and on our means alike. A claim is tested only on cells where every
-    method it names has a value."""
-    rows = []
-    wide = table.pivot_table(index=["clients", "metric"], columns="method", values="mean")
-
-    def count(claim: str, holds: pd.Series) -> None:
-        holds = holds.dropna()
-        rows.append({"claim": claim, "holds in": int(holds.astype(bool).sum()), "of cells": len(holds)})
-
-    if "fedgmkd" in wide:
-        others = [m for m in PAPER_METHODS if m != "fedgmkd" and m in wide]
-        if others:
-            complete = wide[["fedgmkd"] + others].notna().all(axis=1)
-            best = wide[others].max(axis=1)
-            for metric in ("local", "global"):
-                on = wide.index.get_level_values("metric") == metric
-                count(f"FedGMKD has the best {metric} accuracy of Table 1's methods (those run)",
-                      (wide.fedgmkd > best).where(complete)[on])
-        if "fedavg" in wide:
-            count("FedGMKD beats FedAvg", (wide.fedgmkd > wide.fedavg).where(wide[["fedgmkd", "fedavg"]].notna().all(1)))
-        if "hk_dat" in wide:
-            count("GMM prototypes beat mean prototypes (FedGMKD > HK + DAT)",
-                  (wide.fedgmkd > wide.hk_dat).where(wide[["fedgmkd", "hk_dat"]].notna().all(1)))
-    return pd.DataFrame(rows, columns=["claim", "holds in", "of cells"])
-
-
-def ablation_claims(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 3's claims over (alpha, metric) cells: full FedGMKD beats each of its halves."""
-    rows = []
-    wide = table.pivot_table(index=["alpha", "metric"], columns="method", values="mean")
-    for part, name in (("only_ckf", "DAT helps (FedGMKD > only CKF)"), ("only_dat", "CKF helps (FedGMKD > only DAT)")):
-        if {"fedgmkd", part} <= set(wide.columns):
-            holds = (wide.fedgmkd > wide[part]).where(wide[["fedgmkd", part]].notna().all(1)).dropna()
-            rows.append({"claim": name, "holds in": int(holds.astype(bool).sum()), "of cells": len(holds)})
-    return pd.DataFrame(rows, columns=["claim", "holds in", "of cells"])
-
-
 # --- the prototype identity on real features ------------------------------------------------------
 
 def prototype_identity(params: Params, seed: int = 0, epochs: int = 2) -> pd.DataFrame:

@@ -371,32 +371,6 @@ def derived_rows(table2: pd.DataFrame, table3: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["row", "algorithm", "column", "value"])
 
 
-def claims(table2: pd.DataFrame, table1: pd.DataFrame, table3: pd.DataFrame) -> pd.DataFrame:
-    """FedUA's three claims as counts over cells, from long frames with a ``mean`` column (run it
-    on the paper's tables and on our means to compare like with like)."""
-    rows = []
-
-    def count(claim: str, holds: pd.Series) -> None:
-        holds = holds.dropna()
-        rows.append({"claim": claim, "holds in": int(holds.astype(bool).sum()), "of cells": len(holds)})
-
-    t2 = table2.pivot_table(index="partition", columns="algorithm", values="mean")
-    if {"fedavg", "feddf", "fedua"} <= set(t2.columns):
-        count("FedUA > FedDF > FedAvg", ((t2.fedua > t2.feddf) & (t2.feddf > t2.fedavg)).where(t2.notna().all(1)))
-    t1 = table1[table1.ratio < 1].pivot_table(index="ratio", columns="selection", values="mean")
-    if {"random", "bald"} <= set(t1.columns):
-        count("BALD > Random at equal SR", (t1.bald > t1.random).where(t1.notna().all(1)))
-    t3 = table3.pivot_table(index="participation", columns="algorithm", values="mean")
-    if {"feddf", "fedua"} <= set(t3.columns) and 1.0 in t3.index:
-        drop = 1 - t3 / t3.loc[1.0]
-        lower = drop.drop(index=1.0)
-        count("FedUA loses less than FedDF as C falls", (lower.fedua < lower.feddf).where(lower.notna().all(1)))
-    if {"fedavg", "feddf", "fedua"} <= set(t3.columns):
-        best = (t3.fedua > t3.feddf) & (t3.fedua > t3.fedavg)
-        count("FedUA best at every C", best.where(t3[["fedavg", "feddf", "fedua"]].notna().all(1)))
-    return pd.DataFrame(rows, columns=["claim", "holds in", "of cells"])
-
-
 def printed_check() -> pd.DataFrame:
     """Each printed percentage of the paper beside the same change computed from its printed
     accuracies; ``agrees``: the computed value rounds to the printed one (to 0.1)."""

@@ -200,3 +200,62 @@ def linked_table(table: pd.DataFrame) -> str:
     for column in linked.columns.drop(["claim", "section"]):
         linked[column] = linked[column].map(lambda value: escape(str(value)))
     return linked.drop(columns="section").to_html(index=False, escape=False, classes="ledger")
+
+
+# --- a chapter's own rows, at the top of the chapter ----------------------------------------------
+
+BOX_COLUMNS = ["claim", "verdict", "effect", "cells", "paper", "best round", "scale", "evidence", "note"]
+
+
+def verdict_box(module) -> pd.DataFrame:
+    """Display a chapter's rows of the ledger (``module.ledger_rows()``: the committed records,
+    whatever profile the page runs) as the box that opens the chapter, and return them."""
+    from IPython.display import HTML, Markdown, display
+
+    rows = module.ledger_rows()
+    display(HTML(rows[BOX_COLUMNS].to_html(index=False, classes="ledger verdict-box")))
+    display(Markdown("Effects are in accuracy points with 95% intervals; *cells* counts the settings where the "
+                     "claim holds or is reversed on its own; ⚑ marks a verdict that differs on the best round. "
+                     "[How verdicts are computed](claims.ipynb#how-verdicts-are-computed)."))
+    return rows
+
+
+def cell_verdicts(module, records, value: str = "final") -> pd.DataFrame:
+    """Per claim and cell of ``records``: seeds, the mean effect in points, its 95% t-interval and
+    the cell's word (holds / reversed / inconclusive), with a readable cell label."""
+    keys = list(module.EFFECT_CELL_KEYS)
+    effects = module.effects_of(module.observations(records), value)
+    frames = []
+    for claim in V.claims_in(effects, keys):
+        cells = V.cell_table(effects, keys, claim)
+        if len(cells):
+            label = cells[keys].astype(str).agg(", ".join, axis=1) if len(keys) > 1 else cells[keys[0]].astype(str)
+            frames.append(cells.assign(claim=claim, cell=label))
+    columns = ["claim", "cell"] + keys + ["seeds", "effect", "low", "high", "outcome"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def show_cell_verdicts(module, records) -> pd.DataFrame:
+    """Display, per profile of ``records`` (runs of two profiles are never paired), the heatmap of
+    :func:`cell_verdicts` on the final round and on the best round; return the final-round cells."""
+    import matplotlib.pyplot as plt
+    from IPython.display import Markdown, display
+
+    from .. import plots
+
+    shown = []
+    for profile in sorted({record.profile for record in records}):
+        runs = [record for record in records if record.profile == profile]
+        for value, moment in (("final", "final round"), ("best", "best round")):
+            table = cell_verdicts(module, runs, value)
+            if not len(table):
+                continue
+            if value == "final":
+                shown.append(table.assign(profile=profile))
+            plots.cell_verdicts(table, f"profile {profile}, {moment}: effect per cell (points); "
+                                       "✓ holds, ✗ reversed, · inconclusive")
+            plt.show()
+    if not shown:
+        display(Markdown("No cell has every method a claim compares: nothing to show."))
+        return pd.DataFrame()
+    return pd.concat(shown, ignore_index=True)
