@@ -28,7 +28,7 @@ How the numbers are turned into a verdict (the Claims page explains the same in 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -70,10 +70,14 @@ class Interval:
     low: float
     high: float
 
-    def text(self, digits: int = 1) -> str:
-        """"+3.5 [+2.9, +4.1]"; a mean without an interval prints alone."""
+    def text(self, digits: int | None = None) -> str:
+        """"+3.5 [+2.9, +4.1]"; a mean without an interval prints alone. By default one decimal,
+        two where every number is below a point (so "+0.04 [-0.05, +0.13]" does not read
+        "+0.0 [-0.1, +0.1]")."""
         if np.isnan(self.mean):
             return "—"
+        if digits is None:
+            digits = 2 if np.nanmax(np.abs([self.mean, self.low, self.high])) < 1 else 1
         if np.isnan(self.low):
             return f"{self.mean:+.{digits}f}"
         return f"{self.mean:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}]"
@@ -295,6 +299,30 @@ def gate(observations: pd.DataFrame, cell_keys: Sequence[str], method: str = "me
     return table
 
 
+def claim_methods(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
+                  cell_keys: Sequence[str], method: str = "method") -> dict[str, set]:
+    """Per claim of ``effects_of(observations)``, the methods it compares: a method belongs to a
+    claim when, without that method's runs, the claim loses an effect it had. The convergence gate
+    then reads only those methods (FedAvg still rising does not hold back "FedCKD > pFedSD")."""
+    full = effects_of(observations, "final")
+    claims = claims_in(full, cell_keys)
+    counts = full[claims].notna().sum()
+    methods: dict[str, set] = {claim: set() for claim in claims}
+    for name in observations[method].unique():
+        without = effects_of(observations[observations[method] != name], "final")
+        for claim in claims:
+            if claim not in without or without[claim].notna().sum() < counts[claim]:
+                methods[claim].add(name)
+    return methods
+
+
+def claim_gates(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
+                cell_keys: Sequence[str], method: str = "method") -> dict[str, pd.DataFrame]:
+    """Per claim, the :func:`gate` of the runs of the methods it compares (:func:`claim_methods`)."""
+    return {claim: gate(observations[observations[method].isin(methods)], cell_keys, method)
+            for claim, methods in claim_methods(effects_of, observations, cell_keys, method).items()}
+
+
 # --- the paper's side ---------------------------------------------------------------------------
 
 PAPER_REPLICATES = 4000
@@ -316,22 +344,25 @@ def paper_verdicts(paper: pd.DataFrame, effects_of: Callable[[pd.DataFrame, str]
     values = paper["mean"].to_numpy()[None, :] + noise * spread
     frame = pd.concat([paper.drop(columns=["mean", "std"]).assign(seed=r, value=values[r] / POINTS) for r in range(draws)],
                       ignore_index=True)
-    effects = effects_of(frame, "value")
-    if cells is not None and len(cells):
-        effects = effects.merge(cells[list(cell_keys)].drop_duplicates(), on=list(cell_keys))
+    every = effects_of(frame, "value")
+    ours = every.merge(cells[list(cell_keys)].drop_duplicates(), on=list(cell_keys)) if cells is not None and len(cells) else every
     verdicts = {}
-    for claim in claims_in(effects, cell_keys):
+    for claim in claims_in(every, cell_keys):
+        shared = claim in ours and ours[claim].notna().any()
+        effects = ours if shared else every  # a claim none of our cells share: the paper's own cells
         per_cell = effects.dropna(subset=[claim]).pivot_table(index="seed", columns=list(cell_keys), values=claim) * POINTS
         if per_cell.empty:
             continue
+        where = "" if shared or ours is every else "; on the paper's own cells, none of which we ran"
         if has_spread:
-            verdicts[claim] = _bootstrap_verdict(claim, per_cell, runs)
+            verdict = _bootstrap_verdict(claim, per_cell, runs)
         else:
             signs = per_cell.iloc[0]
             holding, reversed_cells = int((signs > 0).sum()), int((signs < 0).sum())
             word = HOLDS if holding == len(signs) else DOES_NOT_HOLD if holding == 0 else PARTLY
-            verdicts[claim] = Verdict(claim, word, Interval(float(signs.mean()), float("nan"), float("nan")), len(signs),
-                                      holding, reversed_cells, note="paper gives no spread: signs counted")
+            verdict = Verdict(claim, word, Interval(float(signs.mean()), float("nan"), float("nan")), len(signs),
+                              holding, reversed_cells, note="paper gives no spread: signs counted")
+        verdicts[claim] = replace(verdict, note=verdict.note + where)
     return verdicts
 
 

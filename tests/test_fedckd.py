@@ -207,3 +207,25 @@ def test_a_table5_cell_that_is_a_reduced_main_cell_is_shown_not_dropped():
     assert len(shown) == len(practical)  # alpha 0.1, r = 1, the CNN: the main cell
     assert sorted((c.data.alpha, c.model) for c in to_run) == [(0.1, "resnet8"), (1.0, "pfedsd_cnn_mnist")]
     assert plan["main"] == (stored["main"], [])
+
+
+def test_the_paper_scale_fashion_mnist_yaml_is_the_chapters_constant_and_the_full_profiles_keys():
+    """The n = 100 column's sweep writes records the full paper profile would write (same keys),
+    and the ledger reads exactly them."""
+    from pathlib import Path
+
+    import yaml
+
+    from fedkd_core.results import config_hash
+
+    params_dir = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "paper"
+    column = chapter.Params(**yaml.safe_load((params_dir / "fedckd_fmnist100.yaml").read_text()))
+    assert column == chapter.PAPER_FMNIST100
+    full = chapter.Params(**yaml.safe_load((params_dir / "fedckd.yaml").read_text()))
+    grid = chapter.grids(column)
+    main = {config_hash(c) for c in grid["main"]}
+    extra = {config_hash(c) for c in grid["annealing"]} - main  # Table IV's γ = 1 on Fashion-MNIST (the full one: CIFAR-10)
+    assert len(main) == 8 * 2 * 3 and main <= {config_hash(c) for c in chapter.experiments(full)}
+    assert len(extra) == 3 and all(c.algorithm_params["gamma"] == 1.0 for c in grid["annealing"] if config_hash(c) in extra)
+    assert all(c.data.num_clients == 100 and c.participation == 0.1 and c.rounds == 100 and c.data.pool_size is None
+               for c in grid["main"])

@@ -220,3 +220,21 @@ def test_selective_fd_records_the_share_of_transfer_samples_accepted_and_kept(th
         assert row["accepted_fraction"] * 40 == pytest.approx(round(row["accepted_fraction"] * 40))
         if threshold >= 1:
             assert row["kept_fraction"] == row["accepted_fraction"]
+
+
+def test_the_five_seed_mnist_yaml_adds_seeds_to_the_paper_profile_and_the_ledger_reads_them():
+    from dataclasses import replace
+    from pathlib import Path
+
+    import yaml
+
+    from fedkd_core.results import config_hash
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "paper" / "knfu_mnist5.yaml"
+    five = chapter.Params(**yaml.safe_load(path.read_text()))
+    assert five == replace(chapter.PAPER_PROFILE, datasets="mnist", seeds=5)
+    paper = {config_hash(c) for c in chapter.experiments(chapter.PAPER_PROFILE)}
+    added = [c for c in chapter.experiments(five) if config_hash(c) not in paper]
+    assert {c.seed for c in added} == {3, 4} and len(added) == 12 * 4 * 2
+    read = {config_hash(c) for c in chapter.experiments(replace(chapter.PAPER_PROFILE, seeds=chapter.READ_SEEDS))}
+    assert {config_hash(c) for c in added} <= read

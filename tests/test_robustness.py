@@ -296,7 +296,7 @@ def test_changes_from_the_reading_name_the_complete_variants_that_change_a_verdi
                           "seed spread": [0.1] * 5, "seeds": [3] * 5, "runs": [9] * 5,
                           "complete": [True, True, True, False, True]})
     assert rb.changes_from_reading(table, "ours") == [  # v2 keeps the verdict, v3 is incomplete
-        "**X** does not hold as in this chapter (-0.5 [-0.7, -0.3]); under **v1** it holds (+0.3 [+0.1, +0.5]; "
+        "**X** does not hold as in this chapter (-0.50 [-0.70, -0.30]); under **v1** it holds (+0.29 [+0.10, +0.50]; "
         "reversed in 0 of 3 cells)"]
 
 

@@ -5,7 +5,8 @@ intervals of :mod:`fedkd_core.verdicts`.
 A chapter joins the ledger by defining ``ledger_rows() -> pd.DataFrame`` (columns :data:`COLUMNS`),
 built with :func:`judged_rows` from its records and four names it defines: ``observations(records)``
 (one row per run: cell, method, seed, final and best value, evaluations, late gain),
-``effects_of(frame, value)`` (per cell and seed, one effect column per claim), ``paper_observations()``
+``effects_of(frame, value)`` (per cell and seed, one effect column per claim, leaving out a claim
+whose methods are missing from ``frame``), ``paper_observations()``
 (the paper's tables in the same columns with mean and std) and ``PAPER_RUNS``; and with
 :func:`untestable` for claims whose data are not offline. Nothing here runs an experiment: the
 ledger reads records, so it says "no committed records" until a sweep has committed them.
@@ -54,15 +55,16 @@ def _seeds_per_cell(records) -> str:
 def judge_chapter(module, records, enforce_gate: bool = True) -> dict[str, dict]:
     """Per claim of ``module`` on ``records``: the :class:`~fedkd_core.verdicts.Verdict` on the
     final round ("final"), on each run's best round ("best"), and on the paper's tables over the
-    same cells ("paper"; over the paper's own cells for a claim none of ours share)."""
+    same cells ("paper"; over the paper's own cells for a claim none of ours share). The
+    convergence gate of a claim reads the runs of the methods it compares."""
     keys = list(module.EFFECT_CELL_KEYS)
     observed = module.observations(records)
     final, best = module.effects_of(observed, "final"), module.effects_of(observed, "best")
-    gates = V.gate(observed, keys, module.METHOD_COLUMN)
+    gates = V.claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN)
     paper = V.paper_verdicts(module.paper_observations(), module.effects_of, keys, module.PAPER_RUNS, cells=final)
     claims = list(dict.fromkeys(list(paper) + V.claims_in(final, keys)))
-    return {claim: {"final": V.judge(final, keys, claim, gates, enforce_gate),
-                    "best": V.judge(best, keys, claim, gates, enforce_gate),
+    return {claim: {"final": V.judge(final, keys, claim, gates.get(claim), enforce_gate),
+                    "best": V.judge(best, keys, claim, gates.get(claim), enforce_gate),
                     "paper": paper.get(claim)} for claim in claims}
 
 
@@ -71,7 +73,8 @@ def paper_text(verdict) -> str:
     if verdict is None:
         return "—"
     spread = "" if verdict.note.startswith("assuming") else f" ({verdict.cells_text}; no spread printed)"
-    return f"{verdict.word}, {verdict.effect_text}{spread}"
+    where = " (on the paper's own cells)" if "paper's own cells" in verdict.note else ""
+    return f"{verdict.word}, {verdict.effect_text}{spread}{where}"
 
 
 def best_round_text(final, best) -> str:

@@ -124,13 +124,14 @@ def divergence_texts(divergences: dict[str, list]) -> dict[str, str]:
 
 
 def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], widen: float = 0.0,
-                      gate_table: pd.DataFrame | None = None, enforce_gate: bool = True) -> pd.DataFrame:
+                      gates: dict[str, pd.DataFrame] | None = None, enforce_gate: bool = True) -> pd.DataFrame:
     """From per-(cell, seed) effects (columns ``cell_keys`` + "seed" + one per claim): per claim,
     its verdict (:func:`fedkd_core.verdicts.judge`: the words, the pooled effect in points with its
     95% interval, widened by ``widen`` points on each side where the runs come from machines that
     drift apart), the cells where it holds and where it is reversed, and the spread over seeds
-    (std of the per-seed mean over cells, in points). ``gate_table``, ``enforce_gate``: the
-    convergence gate, as :func:`fedkd_core.verdicts.judge` takes them."""
+    (std of the per-seed mean over cells, in points). ``gates`` (per claim, from
+    :func:`fedkd_core.verdicts.claim_gates`) and ``enforce_gate``: the convergence gate, as
+    :func:`fedkd_core.verdicts.judge` takes it."""
     from ..verdicts import POINTS, claims_in, judge
 
     rows = []
@@ -138,7 +139,7 @@ def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], widen: float 
         values = effects[cell_keys + ["seed", claim]].dropna()
         if not len(values):
             continue
-        verdict = judge(values, cell_keys, claim, gate_table, enforce_gate, widen=widen)
+        verdict = judge(values, cell_keys, claim, (gates or {}).get(claim), enforce_gate, widen=widen)
         per_seed = values.groupby("seed")[claim].mean()
         rows.append({"claim": claim, "verdict": verdict.word, "effect": verdict.interval.mean,
                      "low": verdict.interval.low, "high": verdict.interval.high, "holds in": verdict.holding,
@@ -154,14 +155,15 @@ def summarise_variant(module: ModuleType, records: list) -> pd.DataFrame:
     """:func:`summarise_effects` of one variant's records (no records: no claims), its intervals
     widened by the drift between machines (:data:`fedkd_core.verdicts.MACHINE_DRIFT`) where the
     records come from more than one."""
-    from ..verdicts import effect_drift, gate
+    from ..verdicts import claim_gates, effect_drift
 
     if not records:
         return pd.DataFrame(columns=EFFECT_COLUMNS)
     observed = module.observations(records)
     keys = list(module.EFFECT_CELL_KEYS)
     widen = effect_drift() if len(machines_of(records)) > 1 else 0.0
-    return summarise_effects(module.effects_of(observed, "final"), keys, widen, gate(observed, keys, module.METHOD_COLUMN),
+    return summarise_effects(module.effects_of(observed, "final"), keys, widen,
+                             claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN),
                              enforce_gate=not getattr(module, "ROBUSTNESS_AT_PAPER_SCALE", False))
 
 
