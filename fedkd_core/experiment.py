@@ -166,7 +166,7 @@ def _run_round(algorithm, round_index: int, selected: list[int], clients=IN_PROC
     bytes of every message. Client steps run where ``clients`` runs them."""
     algorithm.begin_round(round_index)
     downloads = {k: algorithm.download(k) for k in selected}
-    uploads = clients.update(algorithm, downloads)
+    uploads = {k: on_device(m, algorithm.ctx.device) for k, m in clients.update(algorithm, downloads).items()}
     server_update(algorithm, uploads)
     replies = _replies(algorithm, selected)
     if replies:
@@ -174,6 +174,12 @@ def _run_round(algorithm, round_index: int, selected: list[int], clients=IN_PROC
     return {"clients": len(selected), "selected": list(selected),
             "bytes_up": sum(message_bytes(m) for m in uploads.values()),
             "bytes_down": sum(message_bytes(m) for m in [*downloads.values(), *replies.values()])}
+
+
+def on_device(message: dict, device: torch.device) -> dict:
+    """``message`` with its tensors on ``device``: the server's step reads uploads on its own device,
+    wherever the clients ran (a Flower client's upload arrives as host tensors). In-process, a no-op."""
+    return {name: t.to(device) for name, t in message.items()}
 
 
 def clients_update(algorithm, selected: list[int]) -> dict:
@@ -235,11 +241,19 @@ def has_nonfinite_weights(model: torch.nn.Module) -> bool:
     return any(not bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
+def all_finite(models: list[torch.nn.Module]) -> bool:
+    """Whether every weight of ``models`` is finite, read with one host sync (not one per tensor)."""
+    flags = [torch.isfinite(p).all() for model in models for p in model.parameters()]
+    return bool(torch.stack(flags).all()) if flags else True
+
+
 def check_finite(algorithm, users: dict) -> None:
     """Stop a diverged run with the clients whose models are no longer finite, instead of
     recording the accuracy of NaN predictions (a constant, near-chance ALMA) round after round."""
-    broken = sorted(k for model, clients in users.values() if has_nonfinite_weights(model) for k in clients)
     global_model = algorithm.global_model()
+    if all_finite([model for model, _ in users.values()] + ([global_model] if global_model is not None else [])):
+        return
+    broken = sorted(k for model, clients in users.values() if has_nonfinite_weights(model) for k in clients)
     if broken or (global_model is not None and has_nonfinite_weights(global_model)):
         raise DivergedError(
             f"{type(algorithm).__name__} diverged by round {algorithm.round}: non-finite weights in "

@@ -72,3 +72,145 @@ def test_optimiser_steps_and_live_device_bytes_are_counted():
         assert check.peak_bytes >= 2 * parameters_bytes  # the gradients too
         del model, optimizer
     assert check.steps == 3 and check.live_bytes < parameters_bytes
+
+
+# --- every algorithm on the stand-in device ---------------------------------------------------------
+
+from contextlib import contextmanager  # noqa: E402
+
+from fedkd_core.algorithms import ALGORITHMS, Context, algorithm_class, algorithm_config  # noqa: E402
+from fedkd_core.experiment import ExperimentConfig, client_step, on_device, simulate  # noqa: E402
+from fedkd_core.federation import DataConfig, build_federated_data  # noqa: E402
+from fedkd_core.training import TrainConfig  # noqa: E402
+
+DATA = DataConfig("mnist", num_clients=3, samples_per_client=24, transfer_size=16, local_test_size=10)
+
+
+def tiny(algorithm: str, batch_size: int = 8) -> ExperimentConfig:
+    return ExperimentConfig(algorithm=algorithm, data=DATA, model="knfu_m1", rounds=2, global_test_size=20,
+                            train=TrainConfig(batch_size=batch_size, mixed_precision=False))
+
+
+def host(message: dict) -> dict:
+    return {name: t.detach().cpu() for name, t in (message or {}).items()}
+
+
+class HostMessages:
+    """Flower's engine in one process (fedkd_core.flower): each client step runs on a replica of
+    the algorithm from the client's state kept on the host, and every message and state crosses as
+    host tensors; the server loads the states it evaluates onto its device, as FlowerClients does."""
+
+    def __init__(self, config: ExperimentConfig, device: torch.device):
+        ctx = Context(data=build_federated_data(config.data, config.seed), model_name=config.model,
+                      train=config.train, device=device, seed=config.seed)
+        self.replica = algorithm_class(config.algorithm)(algorithm_config(config.algorithm, config.algorithm_params), ctx)
+        self.states: dict[int, dict] = {}
+
+    def _step(self, round_index: int, client: int, phase: str, message: dict) -> dict:
+        output, state = client_step(self.replica, round_index, client, phase, host(message), self.states.get(client, {}))
+        self.states[client] = host(state)
+        return host(output)
+
+    def update(self, algorithm, downloads: dict) -> dict:
+        return {k: self._step(algorithm.round, k, "update", m) for k, m in downloads.items()}
+
+    def finish(self, algorithm, replies: dict) -> None:
+        for k, m in replies.items():
+            self._step(algorithm.round, k, "finish", m)
+
+    @contextmanager
+    def states_for_evaluation(self, algorithm, clients: list[int]):
+        for k in clients:
+            algorithm.load_client_state(k, on_device(self.states.get(k, {}), algorithm.ctx.device))
+        try:
+            yield
+        finally:
+            for k in clients:
+                algorithm.drop_client_state(k)
+
+
+def checked_run(config: ExperimentConfig, clients=None) -> tuple[list, DeviceCheck]:
+    """``config`` run on the stand-in device under the check; its history without timings."""
+    with DeviceCheck() as check:
+        engine = clients(config, STAND_IN) if clients else None
+        history = simulate(config, device=STAND_IN, progress=False, clients=engine)["history"]
+    return [{k: v for k, v in row.items() if k != "seconds"} for row in history], check
+
+
+def per_step_syncs(fewer_steps: DeviceCheck, more_steps: DeviceCheck) -> dict:
+    """The lines of fedkd_core whose host syncs grow with the optimiser steps (budget: none)."""
+    return {site: (fewer_steps.syncs[site], count) for site, count in more_steps.syncs.items()
+            if site.startswith("fedkd_core/") and count > fewer_steps.syncs[site]}
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_every_algorithm_runs_device_clean_on_the_stand_in_device(algorithm):
+    """On the stand-in device: the CPU's numbers, nothing CUDA refuses, with host messages (Flower's
+    case) the same numbers, and no host sync whose count grows with the optimiser steps."""
+    config = tiny(algorithm)
+    on_cpu = simulate(config, device=torch.device("cpu"), progress=False)["history"]
+    history, check = checked_run(config)
+    assert history == [{k: v for k, v in row.items() if k != "seconds"} for row in on_cpu]
+    host_history, _ = checked_run(config, HostMessages)
+    assert host_history == history
+    _, more_steps = checked_run(tiny(algorithm, batch_size=4))
+    assert per_step_syncs(check, more_steps) == {}
+
+
+def test_a_transfer_sample_mask_is_applied_without_a_host_sync():
+    """KnFu's and FedMD's replies keep every sample: no mask at all, the same loss as an all-True
+    mask, bit for bit; Selective-FD's mask on a device: a masked sum, equal to gathering the kept rows."""
+    from fedkd_core.algorithms.transfer_kd import distillation_loss
+
+    generator = torch.Generator().manual_seed(0)
+    logits, labels = torch.randn(6, 4, generator=generator), torch.tensor([0, 1, 2, 3, 0, 1])
+    targets = torch.softmax(torch.randn(6, 4, generator=generator), dim=1)
+    every = torch.ones(6, dtype=torch.bool)
+    assert torch.equal(distillation_loss(logits, labels, targets, None, 1.5),
+                       distillation_loss(logits, labels, targets, every, 1.5))
+    kept = torch.tensor([True, False, True, True, False, False])
+    on_host = distillation_loss(logits, labels, targets, kept, 1.5)
+    with DeviceCheck() as check:
+        on_device = distillation_loss(*(t.to(STAND_IN) for t in (logits, labels, targets, kept)), 1.5)
+        torch.testing.assert_close(on_device.cpu(), on_host)
+    assert check.sync_count() == 1  # the .cpu() above, none in the loss
+
+
+def modules_of(algorithm) -> list[torch.nn.Module]:
+    """Every model an algorithm holds: attributes, and the values of its dicts and PersonalModels."""
+    from fedkd_core.algorithms.base import PersonalModels
+
+    found = []
+    for value in vars(algorithm).values():
+        values = value._models.values() if isinstance(value, PersonalModels) else (
+            value.values() if isinstance(value, dict) else [value])
+        found += [v for v in values if isinstance(v, torch.nn.Module)]
+    return found
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_no_model_keeps_gradients_between_rounds(algorithm):
+    from fedkd_core.experiment import _run_round
+
+    config = tiny(algorithm)
+    ctx = Context(data=build_federated_data(config.data, config.seed), model_name=config.model, train=config.train,
+                  device=torch.device("cpu"), seed=config.seed)
+    instance = algorithm_class(algorithm)(algorithm_config(algorithm, config.algorithm_params), ctx)
+    for round_index in (1, 2):
+        _run_round(instance, round_index, [0, 1, 2])
+    kept = [name for model in modules_of(instance) for name, p in model.named_parameters() if p.grad is not None]
+    assert kept == []
+
+
+def test_chapter_helpers_run_on_the_stand_in_device(monkeypatch):
+    """The chapters' own loops (KnFu's fusion example, FedCKD's forgetting trace) on the device."""
+    from fedkd_core.chapters import fedckd, knfu
+
+    for chapter in (knfu, fedckd):
+        monkeypatch.setattr(chapter, "default_device", lambda: STAND_IN)
+    with DeviceCheck():
+        example = knfu.fusion_example(knfu.Params(num_clients=3, example_size=20,
+                                                  local_test_size=10, mixed_precision=False))
+        trace = fedckd.forgetting_trace(tiny("fedckd"), rounds=1)
+    assert example.weights.shape == (3, 3) and np.isfinite(example.weights).all()
+    assert len(trace) == 3 and trace["after"].between(0, 1).all()
