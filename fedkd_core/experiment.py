@@ -20,6 +20,7 @@ from .algorithms import Context, algorithm_class, algorithm_config
 from .algorithms.base import message_bytes
 from .federation import DataConfig, FederatedData, build_federated_data
 from .models import check_model_name
+from .precision import reproducible
 from .randomness import SERVER, party_randomness
 from .training import NonFiniteLoss, TrainConfig, correct_predictions
 
@@ -95,10 +96,11 @@ def simulate(
     A run whose training loss or weights become non-finite stops with :class:`RunDiverged`
     (the round and the history so far).
     """
-    with torch.random.fork_rng(devices=cuda_devices()):
+    device = device or default_device()
+    with torch.random.fork_rng(devices=cuda_devices()), reproducible(device):
         torch.manual_seed(int(np.random.default_rng([config.seed, 5]).integers(2**62)))
         return _simulate(config, data or build_federated_data(config.data, config.seed),
-                         device or default_device(), progress, clients)
+                         device, progress, clients)
 
 
 def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.device, progress: bool,

@@ -214,3 +214,36 @@ def test_chapter_helpers_run_on_the_stand_in_device(monkeypatch):
         trace = fedckd.forgetting_trace(tiny("fedckd"), rounds=1)
     assert example.weights.shape == (3, 3) and np.isfinite(example.weights).all()
     assert len(trace) == 3 and trace["after"].between(0, 1).all()
+
+
+# --- GPU settings, testable without a GPU ------------------------------------------------------------
+
+@pytest.mark.parametrize("capability, native", [((7, 5), False), ((7, 0), False), ((8, 0), True), ((9, 0), True)])
+def test_auto_precision_picks_bf16_only_from_compute_capability_8(monkeypatch, capability, native):
+    from fedkd_core.precision import use_bf16
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert use_bf16("auto", torch.device("cuda")) is native and use_bf16(False, torch.device("cuda")) is False
+
+
+def test_a_cuda_run_is_deterministic_without_tf32_and_a_cpu_run_is_left_alone():
+    from fedkd_core.precision import execution_settings, reproducible
+
+    cudnn = torch.backends.cudnn
+    before = (torch.are_deterministic_algorithms_enabled(), cudnn.allow_tf32, cudnn.benchmark)
+    with reproducible(torch.device("cpu")):
+        assert (torch.are_deterministic_algorithms_enabled(), cudnn.allow_tf32, cudnn.benchmark) == before
+    with reproducible(torch.device("cuda")):
+        assert torch.are_deterministic_algorithms_enabled() and cudnn.deterministic
+        assert not cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32 and not cudnn.benchmark
+    assert (torch.are_deterministic_algorithms_enabled(), cudnn.allow_tf32, cudnn.benchmark) == before
+    assert execution_settings(torch.device("cuda")) == {"deterministic_algorithms": True, "tf32": False}
+    assert execution_settings(torch.device("cpu"))["deterministic_algorithms"] is False
+
+
+def test_cuda_and_cuda_0_are_one_resident_dataset(monkeypatch):
+    from fedkd_core.data import physical_device
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert physical_device("cuda") == physical_device(torch.device("cuda:1")) == torch.device("cuda", 1)
+    assert physical_device("cuda:0") == torch.device("cuda", 0) and physical_device("cpu") == torch.device("cpu")
