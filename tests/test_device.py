@@ -247,3 +247,20 @@ def test_cuda_and_cuda_0_are_one_resident_dataset(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
     assert physical_device("cuda") == physical_device(torch.device("cuda:1")) == torch.device("cuda", 1)
     assert physical_device("cuda:0") == torch.device("cuda", 0) and physical_device("cpu") == torch.device("cpu")
+
+
+def test_sweep_workers_spread_over_the_visible_gpus_with_a_cap(monkeypatch):
+    from fedkd_core import sweep
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert sweep.visible_gpus() == ["3", "5"]
+    assert sweep.worker_gpus(3, sweep.visible_gpus(), per_gpu=2) == ["3", "5", "3"]
+    assert sweep.worker_gpus(2, [], per_gpu=1) == [None, None]
+    with pytest.raises(ValueError, match="--per-gpu 2"):
+        sweep.worker_gpus(5, ["3", "5"], per_gpu=2)
+    with sweep.seeing_only("5"):
+        import os
+
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "5"
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "3,5"
