@@ -20,6 +20,7 @@ from .algorithms import Context, algorithm_class, algorithm_config
 from .algorithms.base import message_bytes
 from .federation import DataConfig, FederatedData, build_federated_data
 from .models import check_model_name
+from .precision import reproducible
 from .randomness import SERVER, party_randomness
 from .training import NonFiniteLoss, TrainConfig, correct_predictions
 
@@ -95,10 +96,11 @@ def simulate(
     A run whose training loss or weights become non-finite stops with :class:`RunDiverged`
     (the round and the history so far).
     """
-    with torch.random.fork_rng(devices=cuda_devices()):
+    device = device or default_device()
+    with torch.random.fork_rng(devices=cuda_devices()), reproducible(device):
         torch.manual_seed(int(np.random.default_rng([config.seed, 5]).integers(2**62)))
         return _simulate(config, data or build_federated_data(config.data, config.seed),
-                         device or default_device(), progress, clients)
+                         device, progress, clients)
 
 
 def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.device, progress: bool,
@@ -166,7 +168,7 @@ def _run_round(algorithm, round_index: int, selected: list[int], clients=IN_PROC
     bytes of every message. Client steps run where ``clients`` runs them."""
     algorithm.begin_round(round_index)
     downloads = {k: algorithm.download(k) for k in selected}
-    uploads = clients.update(algorithm, downloads)
+    uploads = {k: on_device(m, algorithm.ctx.device) for k, m in clients.update(algorithm, downloads).items()}
     server_update(algorithm, uploads)
     replies = _replies(algorithm, selected)
     if replies:
@@ -174,6 +176,12 @@ def _run_round(algorithm, round_index: int, selected: list[int], clients=IN_PROC
     return {"clients": len(selected), "selected": list(selected),
             "bytes_up": sum(message_bytes(m) for m in uploads.values()),
             "bytes_down": sum(message_bytes(m) for m in [*downloads.values(), *replies.values()])}
+
+
+def on_device(message: dict, device: torch.device) -> dict:
+    """``message`` with its tensors on ``device``: the server's step reads uploads on its own device,
+    wherever the clients ran (a Flower client's upload arrives as host tensors). In-process, a no-op."""
+    return {name: t.to(device) for name, t in message.items()}
 
 
 def clients_update(algorithm, selected: list[int]) -> dict:
@@ -235,11 +243,19 @@ def has_nonfinite_weights(model: torch.nn.Module) -> bool:
     return any(not bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
+def all_finite(models: list[torch.nn.Module]) -> bool:
+    """Whether every weight of ``models`` is finite, read with one host sync (not one per tensor)."""
+    flags = [torch.isfinite(p).all() for model in models for p in model.parameters()]
+    return bool(torch.stack(flags).all()) if flags else True
+
+
 def check_finite(algorithm, users: dict) -> None:
     """Stop a diverged run with the clients whose models are no longer finite, instead of
     recording the accuracy of NaN predictions (a constant, near-chance ALMA) round after round."""
-    broken = sorted(k for model, clients in users.values() if has_nonfinite_weights(model) for k in clients)
     global_model = algorithm.global_model()
+    if all_finite([model for model, _ in users.values()] + ([global_model] if global_model is not None else [])):
+        return
+    broken = sorted(k for model, clients in users.values() if has_nonfinite_weights(model) for k in clients)
     if broken or (global_model is not None and has_nonfinite_weights(global_model)):
         raise DivergedError(
             f"{type(algorithm).__name__} diverged by round {algorithm.round}: non-finite weights in "

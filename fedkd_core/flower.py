@@ -56,7 +56,8 @@ except ImportError as error:  # pragma: no cover - the message is the point
     raise ImportError("fedkd_core.flower needs Flower: pip install -e '.[flower]'") from error
 
 from .algorithms import Context as AlgorithmContext, algorithm_class, algorithm_config
-from .experiment import DivergedError, ExperimentConfig, RunDiverged, client_step, config_from_dict, default_device, simulate
+from .experiment import (DivergedError, ExperimentConfig, RunDiverged, client_step, config_from_dict, default_device,
+                         on_device, simulate)
 from .federation import build_federated_data
 from .results import config_hash, divergence_of, file_record, outcome_record, save_divergence
 from .training import NonFiniteLoss
@@ -183,7 +184,7 @@ class FlowerClients:
     def states_for_evaluation(self, algorithm, clients: list[int]):
         states = self._send("query.state", {k: {} for k in clients}, algorithm.round)
         for k, state in states.items():
-            algorithm.load_client_state(k, state)
+            algorithm.load_client_state(k, on_device(state, algorithm.ctx.device))
         try:
             yield
         finally:
@@ -279,6 +280,15 @@ def save_outcome(config: ExperimentConfig, outcome: dict | RunDiverged, seconds:
     return path
 
 
+def client_gpu_fraction(workers: int) -> float:
+    """The share of a GPU each client process asks Ray for by default: the clients follow the
+    server, so on a machine with GPUs the ``workers`` processes share them (at most one each), and
+    a client's step runs on the device the in-process run uses; 0 without a GPU. (Ray hides the GPUs
+    from a process that asks for none, and its client would train on the CPU.)"""
+    gpus = torch.cuda.device_count()
+    return min(1.0, gpus / workers) if gpus else 0.0
+
+
 def start_ray(workers: int, object_store_mb: int | None = None) -> None:
     """Start Ray for ``workers`` client processes (Flower's simulation then uses it and shuts it
     down at the end), or say why it cannot start and what usually fixes it."""
@@ -290,7 +300,8 @@ def start_ray(workers: int, object_store_mb: int | None = None) -> None:
     os.environ.setdefault("RAY_worker_niceness", "0")
     # Ray's workers inherit the environment, not this process's sys.path (as Flower's own start-up does).
     pythonpath = os.pathsep.join([*sys.path, *filter(None, [os.environ.get("PYTHONPATH")])])
-    init_args = {"num_cpus": workers, "num_gpus": 0, "include_dashboard": False, "log_to_driver": False,
+    init_args = {"num_cpus": workers, "num_gpus": torch.cuda.device_count(), "include_dashboard": False,
+                 "log_to_driver": False,
                  "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath}}}
     if object_store_mb is not None:
         init_args["object_store_memory"] = object_store_mb * 2**20
@@ -307,18 +318,21 @@ def start_ray(workers: int, object_store_mb: int | None = None) -> None:
 
 
 def simulate_on_flower(configs: list[ExperimentConfig], workers: int = 1, timeout: float | None = DEFAULT_TIMEOUT,
-                       object_store_mb: int | None = None, progress: bool = False) -> list[dict | RunDiverged]:
+                       object_store_mb: int | None = None, progress: bool = False,
+                       gpu_fraction: float | None = None) -> list[dict | RunDiverged]:
     """Run ``configs`` one after another in one Flower simulation on Ray with ``workers`` client
     processes (Ray actors, one CPU each); each outcome equals ``experiment.simulate``'s, with the
     run's wall time (Flower's start-up excluded) added as ``outcome["seconds"]``. A run that
     diverged is in the list as the :class:`RunDiverged` that ``experiment.simulate`` raises
-    (as ``asyncio.gather(..., return_exceptions=True)`` lists errors)."""
+    (as ``asyncio.gather(..., return_exceptions=True)`` lists errors). ``gpu_fraction``: the share of
+    a GPU each client process gets (default :func:`client_gpu_fraction`; 0 runs the clients on the CPU)."""
     return [{**outcome, "seconds": seconds} if isinstance(outcome, dict) else outcome
-            for outcome, seconds in timed_runs_on_ray(configs, workers, timeout, object_store_mb, progress)]
+            for outcome, seconds in timed_runs_on_ray(configs, workers, timeout, object_store_mb, progress,
+                                                      gpu_fraction)]
 
 
 def timed_runs_on_ray(configs: list[ExperimentConfig], workers: int, timeout: float | None,
-                      object_store_mb: int | None, progress: bool) -> list[tuple]:
+                      object_store_mb: int | None, progress: bool, gpu_fraction: float | None = None) -> list[tuple]:
     """:func:`simulate_on_flower`'s runs as (outcome or RunDiverged, seconds) pairs."""
     import ray
 
@@ -326,7 +340,8 @@ def timed_runs_on_ray(configs: list[ExperimentConfig], workers: int, timeout: fl
     if len(sizes) != 1:
         raise ValueError(f"configs of one Flower simulation must have the same number of clients (got {sorted(sizes)})")
     outcomes: list = []
-    backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
+    fraction = client_gpu_fraction(workers) if gpu_fraction is None else gpu_fraction
+    backend = {"client_resources": {"num_cpus": 1, "num_gpus": fraction}}
     start_ray(workers, object_store_mb)
     try:
         run_simulation(server_app(configs, outcomes, timeout, progress), clientapp, num_supernodes=sizes.pop(),
@@ -355,11 +370,17 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"seconds one exchange (all of a round's clients) may take (default {DEFAULT_TIMEOUT:.0f})")
     parser.add_argument("--object-store-mb", type=int, default=None, help="Ray's object store size (default: Ray's)")
     parser.add_argument("--profile", default="custom", help="results/<profile>/ folder of the records")
+    parser.add_argument("--gpu-fraction", type=float, default=None,
+                        help="share of a GPU per client process (default: the GPUs shared by the workers, "
+                             "at most one each; 0: clients on the CPU)")
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be >= 1 (got {args.workers})")
+    if args.gpu_fraction is not None and not 0 <= args.gpu_fraction <= 1:
+        parser.error(f"--gpu-fraction must be in [0, 1] (got {args.gpu_fraction})")
     configs = [load_config(path) for path in args.configs]
-    runs = timed_runs_on_ray(configs, args.workers, args.timeout, args.object_store_mb, progress=True)
+    runs = timed_runs_on_ray(configs, args.workers, args.timeout, args.object_store_mb, progress=True,
+                             gpu_fraction=args.gpu_fraction)
     for config, (outcome, seconds) in zip(configs, runs):
         save_outcome(config, outcome, seconds, args.profile, f"{ENGINE} (ray, {args.workers} workers)")
 

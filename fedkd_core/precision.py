@@ -12,6 +12,8 @@ them in each run record and is not part of the record's key (see results/README.
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -42,8 +44,8 @@ def _cpuinfo_has_bf16_flags(path: Path = cpuinfo.CPUINFO) -> bool:
 
 
 def bf16_is_native(device: torch.device) -> bool:
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+    if device.type == "cuda":  # compute capability 8.0 (Ampere) on; a T4 or V100 only emulates bf16, slowly
+        return torch.cuda.get_device_capability(device) >= (8, 0)
     if device.type == "cpu":
         return cpu_has_native_bf16()
     return False
@@ -66,3 +68,32 @@ def describe_setting(setting) -> str:
 
 def precision_name(bf16: bool) -> str:
     return "bf16" if bf16 else "fp32"
+
+
+def execution_settings(device: torch.device) -> dict:
+    """How a run on ``device`` executes beyond its precision, as its record's environment states it:
+    on a CUDA device deterministic algorithms and TF32 off (see :func:`reproducible`); a CPU run
+    is left as it always ran (its kernels are deterministic and have no TF32)."""
+    return {"deterministic_algorithms": device.type == "cuda", "tf32": False}
+
+
+@contextmanager
+def reproducible(device: torch.device):
+    """On a CUDA device: deterministic algorithms (a warning where an op has none, e.g. ``index_add_``),
+    cuBLAS's deterministic workspace, cuDNN without benchmarking, and TF32 off, so that an fp32 record
+    is fp32 and a rerun gives its numbers; the previous settings are restored afterwards. Nothing
+    changes on other devices."""
+    if device.type != "cuda":
+        yield
+        return
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+             cudnn.deterministic, cudnn.benchmark, cudnn.allow_tf32, matmul.allow_tf32)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    cudnn.deterministic, cudnn.benchmark, cudnn.allow_tf32, matmul.allow_tf32 = True, False, False, False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        cudnn.deterministic, cudnn.benchmark, cudnn.allow_tf32, matmul.allow_tf32 = saved[2:]

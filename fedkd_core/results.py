@@ -27,7 +27,7 @@ import torch
 
 from .cpuinfo import CPUINFO, cpu_description
 from .experiment import ExperimentConfig, RunDiverged, default_device, simulate
-from .precision import precision_name, use_bf16
+from .precision import execution_settings, precision_name, use_bf16
 
 # Bump when a change to the code makes earlier records stale; it is part of every key.
 RECORD_VERSION = 2  # 2: randomness per (seed, round, party), fedkd_core.randomness
@@ -185,7 +185,8 @@ def write_record(record, path: Path) -> Path:
 
 
 def environment(device: torch.device, bf16: bool) -> dict:
-    """Where and how a run executed: versions, device and its model, threads, precision."""
+    """Where and how a run executed: versions, device and its model, threads, precision, and the
+    settings that make a GPU run reproducible (:func:`~fedkd_core.precision.execution_settings`)."""
     import torchvision
 
     return {
@@ -197,6 +198,7 @@ def environment(device: torch.device, bf16: bool) -> dict:
         "device_name": device_name(device),
         "threads": torch.get_num_threads(),
         "precision": precision_name(bf16),
+        **execution_settings(device),
         "machine": platform.machine(),
     }
 

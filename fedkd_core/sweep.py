@@ -11,7 +11,10 @@ whose training diverges (non-finite loss or weights) is a result, not a failure:
 at any time and run the same command again to continue where it stopped. ``--workers N`` starts
 N processes (one torch thread each unless OMP_NUM_THREADS says otherwise) that claim runs with
 claim files (fedkd_core.claims): no run is done twice, also across several sweep commands or
-machines sharing the results folder, and the claim of a killed worker is taken over.
+machines sharing the results folder, and the claim of a killed worker is taken over. On a machine
+with GPUs the workers are spread over the visible GPUs, at most ``--per-gpu`` (default 4) on one
+(each holds its own CUDA context and resident dataset), and each finished run says the peak
+device memory of its worker.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import signal
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 from statistics import fmean
 from queue import Empty
 from pathlib import Path
@@ -183,7 +187,7 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
             record = run_experiment(config, profile=params.profile, progress=False)
             ran += 1
             report("done", f"{describe(config)}: ALMA {record.final['alma']:.4f} "
-                           f"({record.timings['total_seconds']:.0f} s)")
+                           f"({record.timings['total_seconds']:.0f} s{device_memory_text()})")
         except RunDiverged as diverged:  # stored by run_experiment: a result; go on with the grid
             ran += 1
             report("diverged", f"{describe(config)}: diverged in round {diverged.round_index}: {diverged}")
@@ -201,9 +205,56 @@ def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, qu
     work(chapter, params_file, limit, lambda kind, text: queue.put((kind, text)), parent, robustness, variants)
 
 
+def visible_gpus() -> list[str]:
+    """The ids (as CUDA_VISIBLE_DEVICES names them) of the GPUs this process sees."""
+    count = torch.cuda.device_count()
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [i.strip() for i in listed.split(",") if i.strip()] if listed is not None else [str(i) for i in range(count)]
+    return ids[:count]
+
+
+def worker_gpus(workers: int, gpus: list[str], per_gpu: int) -> list[str | None]:
+    """The GPU of each of ``workers`` processes, in turn over ``gpus``, at most ``per_gpu`` on one
+    (each holds its own CUDA context and resident dataset); None for all without a GPU."""
+    if not gpus:
+        return [None] * workers
+    if workers > per_gpu * len(gpus):
+        raise ValueError(f"--workers {workers} would put more than --per-gpu {per_gpu} worker(s) on each of the "
+                         f"{len(gpus)} GPU(s); each holds its own CUDA context and dataset: use at most "
+                         f"{per_gpu * len(gpus)} workers or raise --per-gpu")
+    return [gpus[i % len(gpus)] for i in range(workers)]
+
+
+@contextmanager
+def seeing_only(gpu: str | None):
+    """The environment a worker process starts with: only ``gpu`` visible (its ``cuda`` device)."""
+    if gpu is None:
+        yield
+        return
+    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved
+
+
+def device_memory_text() -> str:
+    """", peak N GiB on <GPU>" of this worker's device memory so far ("" on a CPU)."""
+    if not torch.cuda.is_available():
+        return ""
+    peak = torch.cuda.max_memory_reserved() / 2**30
+    return f", peak {peak:.1f} GiB on {torch.cuda.get_device_name()}"
+
+
 def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None, total: int,
-                robustness: bool = False, variants: tuple[str, ...] = ()) -> int:
-    """Start ``workers`` processes on the grid; show their progress; the number of failures."""
+                robustness: bool = False, variants: tuple[str, ...] = (), per_gpu: int = 4) -> int:
+    """Start ``workers`` processes on the grid, spread over the visible GPUs (at most ``per_gpu``
+    on one); show their progress; the number of failures."""
+    gpus = worker_gpus(workers, visible_gpus(), per_gpu)
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     threads = max(1, (os.cpu_count() or 1) // workers)
@@ -211,8 +262,9 @@ def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None
                                                              variants),
                                  daemon=True)
                  for _ in range(workers)]
-    for process in processes:
-        process.start()
+    for process, gpu in zip(processes, gpus):
+        with seeing_only(gpu):  # a spawned process takes the environment at its start
+            process.start()
     try:
         return _follow(processes, queue, chapter, workers, total)
     finally:  # also on Ctrl-C or SIGTERM (see main): a stopped sweep leaves no worker behind
@@ -270,6 +322,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("chapter")
     parser.add_argument("--params", type=Path, required=True, help="papermill YAML of the profile")
     parser.add_argument("--workers", type=int, default=1, help="processes claiming runs (default 1)")
+    parser.add_argument("--per-gpu", type=int, default=4,
+                        help="most workers on one GPU (default 4); workers are spread over the visible GPUs")
     parser.add_argument("--dry-run", action="store_true", help="count done / claimed / left, run nothing")
     parser.add_argument("--limit", type=int, default=None, help="each worker runs at most this many new runs")
     parser.add_argument("--robustness", action="store_true",
@@ -298,8 +352,11 @@ def main(argv: list[str] | None = None) -> None:
     if not split["left"]:
         return
     start = time.perf_counter()
-    failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]), args.robustness,
-                           variants)
+    try:
+        failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]),
+                               args.robustness, variants, per_gpu=args.per_gpu)
+    except ValueError as error:  # more workers than the GPUs take
+        parser.error(str(error))
     print(f"finished in {time.perf_counter() - start:.0f} s" + (f", {failures} failure(s)" if failures else ""))
     held = status(configs, params.profile)["claimed"]
     if held:

@@ -160,6 +160,7 @@ def train(
             total += loss.detach().float()
             steps += 1
         check_finite(total, config, bf16)
+    optimizer.zero_grad(set_to_none=True)  # a model kept between rounds keeps no gradients (memory)
     return float(total) / max(steps, 1)
 
 

@@ -218,3 +218,15 @@ def test_the_deployment_command_sequence_on_local_supernodes_gives_the_in_proces
     local = simulate(config, progress=False)
     for a, b in zip(local["history"], record["history"], strict=True):
         assert {k: a[k] for k in COMPARED} == {k: b[k] for k in COMPARED}
+
+
+@pytest.mark.parametrize("gpus, workers, fraction", [(0, 2, 0.0), (1, 1, 1.0), (1, 4, 0.25), (2, 1, 1.0), (2, 4, 0.5)])
+def test_clients_follow_the_server_onto_the_gpus(monkeypatch, gpus, workers, fraction):
+    """By default each Ray client process gets a share of the GPUs (at most one each), so it trains
+    on the device the server uses; Ray would hide the GPUs from a process that asks for none."""
+    import torch
+
+    from fedkd_core.flower import client_gpu_fraction
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    assert client_gpu_fraction(workers) == fraction

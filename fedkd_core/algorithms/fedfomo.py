@@ -90,9 +90,10 @@ class FedFomo(Algorithm):
 
     def client_update(self, client: int, message: Message) -> Message:
         ids = message["ids"].tolist()
-        received = [{name[len(f"m{slot}."):]: t for name, t in message.items() if name.startswith(f"m{slot}.")}
-                    for slot in range(len(ids))]
         model = self.models[client]
+        device = next(model.parameters()).device  # a message may arrive as host tensors (Flower)
+        received = [{name[len(f"m{slot}."):]: t.to(device) for name, t in message.items() if name.startswith(f"m{slot}.")}
+                    for slot in range(len(ids))]
         old = parameters_message(model)
         train_idx, val_idx = self.split(client)
         probe = self.ctx.new_model()
@@ -110,7 +111,7 @@ class FedFomo(Algorithm):
 
     def server_update(self, uploads: dict[int, Message]) -> None:
         for client, upload in uploads.items():
-            self.affinity[client, upload["fomo.ids"]] += upload["fomo.weights"]
+            self.affinity[client, upload["fomo.ids"].cpu()] += upload["fomo.weights"].cpu()  # the server's table, on the host
         self.uploaded = {client: {n: t for n, t in upload.items() if not n.startswith("fomo.")}
                          for client, upload in uploads.items()}
 

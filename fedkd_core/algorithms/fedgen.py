@@ -312,5 +312,6 @@ def train_generator_steps(generator: Generator, optimizer: torch.optim.Optimizer
         (teacher + diversity_weight * diversity).backward()
         optimizer.step()
         totals += torch.stack([teacher.detach(), diversity.detach()])
+    optimizer.zero_grad(set_to_none=True)  # G keeps no gradients between rounds (memory)
     teacher_mean, diversity_mean = (totals / steps).tolist()
     return {"generator_teacher_loss": teacher_mean, "generator_diversity_loss": diversity_mean}

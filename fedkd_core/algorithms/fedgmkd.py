@@ -250,8 +250,14 @@ class GlobalKnowledge(NamedTuple):
     H: torch.Tensor  # (C, d) float32
     Q: torch.Tensor  # (C, C) float32
     has: torch.Tensor  # (C,) bool
+    held_rows: tuple[torch.Tensor, torch.Tensor] | None = None  # (H[has], Q[has]) when gathered once
 
     KEYS = ("ckf/H", "ckf/Q", "ckf/has")
+
+    def held(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(H_j, Q_j) of the J classes in G. A boolean mask's gather waits for the device, so a
+        client gathers them once (:meth:`from_message`), not at every training step."""
+        return self.held_rows if self.held_rows is not None else (self.H[self.has], self.Q[self.has])
 
     def to_message(self) -> Message:
         return dict(zip(self.KEYS, (self.H.float(), self.Q.float(), self.has.bool())))
@@ -260,7 +266,8 @@ class GlobalKnowledge(NamedTuple):
     def from_message(cls, message: Message, device: torch.device | None = None) -> "GlobalKnowledge | None":
         if cls.KEYS[0] not in message:
             return None
-        return cls(*(message[key].to(device) for key in cls.KEYS))
+        knowledge = cls(*(message[key].to(device) for key in cls.KEYS))
+        return knowledge._replace(held_rows=knowledge.held())
 
 
 class ClassUploads(NamedTuple):
@@ -397,16 +404,18 @@ KD_INPUTS = {
 
 def squared_prediction_term(head, knowledge, temperature, kd_on="probs") -> torch.Tensor:
     """Eq. (13)'s prediction term: (1/J) Σ_j ‖C(H_j)/T − Q_j/T‖²₂ over the classes in G (J of them)."""
-    logits = head(knowledge.H[knowledge.has]).float()
-    student, target = KD_INPUTS[kd_on](logits, knowledge.Q[knowledge.has].float(), temperature)
+    H, Q = knowledge.held()
+    logits = head(H).float()
+    student, target = KD_INPUTS[kd_on](logits, Q.float(), temperature)
     return ((student - target) ** 2).sum(1).mean()
 
 
 def kl_mean_term(head, knowledge, temperature, kd_on="probs") -> torch.Tensor:
     """The code's KLDivLoss(log softmax(C(H)/T), Q), reduction "mean" (over all J·C elements):
     Σ_j KL(Q_j ‖ softmax(C(H_j)/T)) / (J·C)."""
-    log_student = F.log_softmax(head(knowledge.H[knowledge.has]).float() / temperature, dim=1)
-    return F.kl_div(log_student, knowledge.Q[knowledge.has].float(), reduction="sum") / log_student.numel()
+    H, Q = knowledge.held()
+    log_student = F.log_softmax(head(H).float() / temperature, dim=1)
+    return F.kl_div(log_student, Q.float(), reduction="sum") / log_student.numel()
 
 
 class LossForm(NamedTuple):

@@ -47,17 +47,25 @@ class PFedMeConfig:
 @torch.no_grad()
 def moreau_inner_step(theta: list[torch.Tensor], local: list[torch.Tensor], lam: float, lr: float,
                       weight_decay: float) -> None:
-    """θ ← θ − η_p (∇f(θ) + λ(θ − w) + μ_p θ), in place; θ's .grad holds ∇f(θ)."""
-    for p, w in zip(theta, local):
-        grad = p.grad if p.grad is not None else torch.zeros_like(p)
-        p.sub_(lr * (grad + lam * (p - w) + weight_decay * p))
+    """θ ← θ − η_p (∇f(θ) + λ(θ − w) + μ_p θ), in place; θ's .grad holds ∇f(θ).
+
+    One fused kernel per operation over all parameters (``torch._foreach_*``), in the order of the
+    per-tensor expression ``p - lr * (grad + lam * (p - w) + weight_decay * p)``: the same numbers.
+    """
+    step = torch._foreach_sub(theta, local)
+    torch._foreach_mul_(step, lam)
+    step = torch._foreach_add([p.grad if p.grad is not None else torch.zeros_like(p) for p in theta], step)
+    torch._foreach_add_(step, torch._foreach_mul(theta, weight_decay))
+    torch._foreach_mul_(step, lr)
+    torch._foreach_sub_(theta, step)
 
 
 @torch.no_grad()
 def moreau_outer_step(local: list[torch.Tensor], theta: list[torch.Tensor], lam: float, lr: float) -> None:
-    """w ← w − λ η (w − θ), in place."""
-    for w, p in zip(local, theta):
-        w.sub_(lam * lr * (w - p))
+    """w ← w − λ η (w − θ), in place (fused over all parameters, as :func:`moreau_inner_step`)."""
+    step = torch._foreach_sub(local, theta)
+    torch._foreach_mul_(step, lam * lr)
+    torch._foreach_sub_(local, step)
 
 
 class PFedMe(Algorithm):
@@ -95,6 +103,7 @@ class PFedMe(Algorithm):
                     loss.backward()
                     moreau_inner_step(theta, local, c.lam, c.personal_lr, c.inner_weight_decay)
                 moreau_outer_step(local, theta, c.lam, train_config.lr)
+        theta_model.zero_grad(set_to_none=True)  # θ stays resident between rounds; its gradients need not
         # buffers (BatchNorm statistics) travel with w as they were updated while training θ
         for name, buffer in theta_model.named_buffers():
             self.local.get_buffer(name).copy_(buffer)

@@ -56,17 +56,30 @@ class TransferKDConfig:
 
 
 def distillation_loss(logits: torch.Tensor, labels: torch.Tensor, targets: torch.Tensor,
-                      kept: torch.Tensor, lam: float) -> torch.Tensor:
+                      kept: torch.Tensor | None, lam: float) -> torch.Tensor:
     """Eq. 10 on one batch: CE(f(x), y) + lam^2 * KL(target || f(x)).
 
     The KL term is summed over kept samples and divided by the batch size, so with every
-    sample kept it is the usual batch-mean KL.
+    sample kept (``kept`` None: KnFu, FedMD) it is the usual batch-mean KL. No host sync on an
+    accelerator (see :func:`kept_kl`).
     """
     ce = F.cross_entropy(logits, labels)
+    if kept is None:
+        return ce + lam**2 * (kd_kl(logits, targets, temperature=1.0) * len(logits) / len(logits))
+    if kept.device.type != "cpu":
+        return ce + lam**2 * kept_kl(logits, targets, kept)
+    # On the CPU reading the mask costs nothing: the kept rows are gathered, the arithmetic of the
+    # committed records (the masked sum of kept_kl may differ from it in the last bit).
     if not bool(kept.any()):
         return ce
-    kl = kd_kl(logits[kept], targets[kept], temperature=1.0) * kept.sum() / len(kept)
-    return ce + lam**2 * kl
+    return ce + lam**2 * (kd_kl(logits[kept], targets[kept], temperature=1.0) * kept.sum() / len(kept))
+
+
+def kept_kl(logits: torch.Tensor, targets: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """Σ over kept samples of KL(target || softmax(logits)), divided by the batch size: masked, so
+    the batch's shape does not depend on the mask and the host never waits for the device."""
+    per_sample = F.kl_div(F.log_softmax(logits.float(), dim=1), targets.float(), reduction="none").sum(1)
+    return (per_sample * kept).sum() / len(kept)
 
 
 class TransferDistillation(Algorithm):
@@ -121,15 +134,16 @@ class TransferDistillation(Algorithm):
 
     def client_finish(self, client: int, message: Message) -> None:
         data = self.ctx.data
-        kept = message.get("kept", torch.ones(len(data.transfer), dtype=torch.bool))
+        kept = message.get("kept")  # None: every transfer sample is kept
         targets = torch.zeros(len(data.transfer), data.num_classes)
-        targets[kept] = message["soft_labels"].float().cpu()
+        targets[kept.cpu() if kept is not None else slice(None)] = message["soft_labels"].float().cpu()
         device = self.ctx.device
-        targets, kept = targets.to(device), kept.to(device)
+        targets, kept = targets.to(device), kept.to(device) if kept is not None else None
         lam = self.config.lam
 
         def loss_fn(model, batch: Batch) -> torch.Tensor:
-            return distillation_loss(model(batch.x), batch.y, targets[batch.position], kept[batch.position], lam)
+            return distillation_loss(model(batch.x), batch.y, targets[batch.position],
+                                     kept[batch.position] if kept is not None else None, lam)
 
         train(self.models[client], data.dataset, data.transfer, self.ctx.train, generator=self.generator(client, "finish"),
               loss_fn=loss_fn, epochs=self.config.finetune_epochs, augment=False)

@@ -225,7 +225,7 @@ def fusion_example(params: Params, dataset: str = "mnist") -> FusionExample:
             knfu.client_finish(k, knfu.reply(k))
     soft = torch.stack([uploads[k]["soft_labels"] for k in clients]).double()
     alma = evaluate(knfu, data, data.global_test, config.train.mixed_precision)["alma"]
-    return FusionExample(knfu.weights.double().numpy(), estimated_distributions(soft).numpy(),
+    return FusionExample(knfu.weights.double().cpu().numpy(), estimated_distributions(soft).cpu().numpy(),
                          data.train_histograms(), alma)
 
 
