@@ -229,3 +229,22 @@ def test_the_paper_scale_fashion_mnist_yaml_is_the_chapters_constant_and_the_ful
     assert len(extra) == 3 and all(c.algorithm_params["gamma"] == 1.0 for c in grid["annealing"] if config_hash(c) in extra)
     assert all(c.data.num_clients == 100 and c.participation == 0.1 and c.rounds == 100 and c.data.pool_size is None
                for c in grid["main"])
+
+
+def test_the_five_seed_reduced_yaml_adds_seeds_that_the_ledger_reads():
+    from dataclasses import replace
+    from pathlib import Path
+
+    import yaml
+
+    from fedkd_core.results import config_hash
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "reduced" / "fedckd_5seeds.yaml"
+    five = chapter.Params(**yaml.safe_load(path.read_text()))
+    assert five == replace(chapter.REDUCED_PROFILE, seeds=5)
+    three = {config_hash(c) for c in chapter.experiments(chapter.REDUCED_PROFILE)}
+    added = [c for c in chapter.experiments(five) if config_hash(c) not in three]
+    assert {c.seed for c in added} == {3, 4} and len(added) == 2 * (8 * 2 + 1)
+    read = {config_hash(c) for grid in chapter.grids(replace(chapter.REDUCED_PROFILE, seeds=chapter.READ_SEEDS)).values()
+            for c in grid}
+    assert {config_hash(c) for c in added} <= read
