@@ -217,8 +217,10 @@ def verdict_box(module) -> pd.DataFrame:
 
     rows = module.ledger_rows()
     display(HTML(rows[BOX_COLUMNS].to_html(index=False, classes="ledger verdict-box")))
-    display(Markdown("Effects are in accuracy points with 95% intervals; *cells* counts the settings where the "
-                     "claim holds or is reversed on its own; ⚑ marks a verdict that differs on the best round. "
+    display(Markdown("Verdicts are on each run's final round, as the paper's tables are; *best round* judges each "
+                     "run at its best evaluation instead, and ⚑ marks a claim whose verdict differs between the two. "
+                     "Effects are in accuracy points with 95% intervals; *cells* counts the settings where the claim "
+                     "holds or is reversed on its own. "
                      "[How verdicts are computed](claims.ipynb#how-verdicts-are-computed)."))
     return rows
 
