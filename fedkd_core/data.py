@@ -9,6 +9,10 @@ and normalises per batch (:meth:`ImageDataset.to_float`), so there is no per-sam
 from __future__ import annotations
 
 import os
+import shutil
+import warnings
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -147,39 +151,135 @@ def load_dataset(name: str, root: str | os.PathLike | None = None) -> ImageDatas
 @lru_cache(maxsize=4)
 def _load_cached(name: str, directory: str) -> ImageDataset:
     info = DATASETS[name]
-    arrays = _read_npz(Path(directory) / f"{name}.npz") or _download(name, Path(directory))
+    path = Path(directory) / f"{name}.npz"
+    arrays = checked_arrays(path, _read_npz(path) if path.exists() else _download(name, Path(directory)), info)
     return ImageDataset(
         name=name,
-        x_train=torch.from_numpy(np.ascontiguousarray(arrays["x_train"], dtype=np.uint8)),
-        y_train=torch.from_numpy(np.asarray(arrays["y_train"], dtype=np.int64)),
-        x_test=torch.from_numpy(np.ascontiguousarray(arrays["x_test"], dtype=np.uint8)),
-        y_test=torch.from_numpy(np.asarray(arrays["y_test"], dtype=np.int64)),
+        x_train=torch.from_numpy(np.ascontiguousarray(arrays["x_train"])),
+        y_train=torch.from_numpy(np.ascontiguousarray(arrays["y_train"])),
+        x_test=torch.from_numpy(np.ascontiguousarray(arrays["x_test"])),
+        y_test=torch.from_numpy(np.ascontiguousarray(arrays["y_test"])),
         num_classes=info.num_classes,
         mean=info.mean,
         std=info.std,
     )
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray] | None:
-    if not path.exists():
-        return None
-    with np.load(path) as npz:
-        return {key: npz[key] for key in ("x_train", "y_train", "x_test", "y_test")}
+ARRAYS = ("x_train", "y_train", "x_test", "y_test")
+
+
+class DatasetFileError(ValueError):
+    """A dataset file that cannot be used as it is (:func:`bad_file` words its message)."""
+
+
+def bad_file(path: Path, problem: str) -> DatasetFileError:
+    """The error for the dataset file at ``path``: the file, what is wrong (``problem``) and the fix."""
+    return DatasetFileError(
+        f"dataset file {path.resolve()}: {problem}. Fix: replace it with a good copy "
+        f"({install_hint(path.parent)}), or write an .npz holding uint8 images x_train, x_test "
+        "(N x H x W, colour N x H x W x 3, values 0..255) and integer labels y_train, y_test (0..classes-1)."
+    )
+
+
+def install_hint(directory: Path) -> str:
+    """How to put the offline copies into ``directory``, with absolute paths (the command may run anywhere)."""
+    script = Path(__file__).resolve().parents[2] / "shared" / "data" / "install.py"
+    command = f"python {script}" if script.exists() else "python <the offline copies>/install.py"
+    return f"`{command} {directory.resolve()}`"
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The four arrays of ``path``; a DatasetFileError for a corrupt archive or a missing array."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            names = sorted(npz.files)
+            arrays = {key: npz[key] for key in ARRAYS if key in names}
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as error:
+        raise bad_file(path, f"it is not a readable .npz archive: truncated, damaged or not an .npz "
+                                     f"({type(error).__name__}: {error})") from error
+    missing = [key for key in ARRAYS if key not in arrays]
+    if missing:
+        raise bad_file(path, f"it has no array(s) {', '.join(missing)} (it holds {', '.join(names) or 'none'})")
+    return arrays
+
+
+def checked_arrays(path: Path, arrays: dict[str, np.ndarray], info: DatasetInfo) -> dict[str, np.ndarray]:
+    """``arrays`` as the code expects them (uint8 images, int64 labels 0..classes-1), checked:
+    a DatasetFileError naming ``path`` when a shape, dtype, value or label is wrong. Integer
+    images, and float images holding whole numbers 0..255, are converted losslessly; float images
+    in [0, 1] are scaled by 255 (rounded) with a warning saying so, never cast to zeros."""
+    channels = len(info.mean)
+    for split in ("train", "test"):
+        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        _check_image_shape(path, f"x_{split}", x, channels)
+        if y.ndim != 1 or len(y) != len(x):
+            raise bad_file(path, f"y_{split} has shape {y.shape}; it must be one label per image of "
+                                         f"x_{split}, shape ({len(x)},)")
+    if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
+        raise bad_file(path, f"x_train images are {arrays['x_train'].shape[1:]} but x_test images are "
+                                     f"{arrays['x_test'].shape[1:]}; both splits must hold images of one size")
+    return {**{f"x_{s}": _as_uint8_images(path, f"x_{s}", arrays[f"x_{s}"]) for s in ("train", "test")},
+            **{f"y_{s}": _as_labels(path, f"y_{s}", arrays[f"y_{s}"], info.num_classes) for s in ("train", "test")}}
+
+
+def _check_image_shape(path: Path, name: str, x: np.ndarray, channels: int) -> None:
+    expected = "N x H x W" if channels == 1 else f"N x H x W x {channels}"
+    right = x.ndim == 3 if channels == 1 else (x.ndim == 4 and x.shape[-1] == channels)
+    if not right or len(x) == 0:
+        raise bad_file(path, f"{name} has shape {x.shape}; this dataset needs {expected} "
+                                     f"({channels} channel{'s' if channels > 1 else ''}), at least one image")
+
+
+def _as_uint8_images(path: Path, name: str, x: np.ndarray) -> np.ndarray:
+    if x.dtype == np.uint8:
+        return x
+    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+        raise bad_file(path, f"{name} has dtype {x.dtype}; images must be numbers (uint8 0..255)")
+    low, high = x.min(), x.max()
+    if not (np.isfinite(low) and np.isfinite(high)) or low < 0 or high > 255:
+        raise bad_file(path, f"{name} holds values from {low} to {high}; images must be 0..255 (or floats "
+                                     "in [0, 1]); normalised images cannot be used, save the raw pixels")
+    if np.issubdtype(x.dtype, np.integer) or (high > 1 and np.array_equal(x, np.round(x))):
+        return x.astype(np.uint8)  # whole numbers 0..255: lossless
+    if high <= 1.0:
+        warnings.warn(f"dataset file {path.resolve()}: {name} holds floats in [0, 1]; scaled by 255 and rounded "
+                      "to uint8 (save uint8 images to skip this step)", stacklevel=4)
+        return np.round(x * 255.0).astype(np.uint8)
+    raise bad_file(path, f"{name} holds fractional values up to {high}; images must be whole numbers "
+                                 "0..255 (uint8) or floats in [0, 1]")
+
+
+def _as_labels(path: Path, name: str, y: np.ndarray, num_classes: int) -> np.ndarray:
+    integral = np.issubdtype(y.dtype, np.integer) or (np.issubdtype(y.dtype, np.floating)
+                                                      and np.isfinite(y).all() and np.array_equal(y, np.round(y)))
+    if not integral:
+        raise bad_file(path, f"{name} has dtype {y.dtype} with non-integer values; labels must be "
+                                     f"integers 0..{num_classes - 1}")
+    low, high = int(y.min()), int(y.max())
+    if low < 0 or high >= num_classes:
+        shift = " (they seem to count from 1: subtract 1)" if (low, high) == (1, num_classes) else ""
+        raise bad_file(path, f"{name} holds labels {low}..{high}; this dataset's labels are "
+                                     f"0..{num_classes - 1}{shift}")
+    return y.astype(np.int64)
 
 
 def _download(name: str, directory: Path) -> dict[str, np.ndarray]:
-    """Fetch with torchvision into ``directory``; explain what to do when that fails."""
+    """Fetch with torchvision into ``directory``; explain what to do when that fails (and leave
+    no empty folder of the failed download behind)."""
     import torchvision
 
     dataset_class = getattr(torchvision.datasets, DATASETS[name].torchvision_class)
+    created = [folder for folder in (directory, directory / DATASETS[name].torchvision_class) if not folder.exists()]
     try:
         train = dataset_class(str(directory), train=True, download=True)
         test = dataset_class(str(directory), train=False, download=True)
     except Exception as error:  # no internet, blocked host, corrupt archive...
+        for folder in reversed(created):
+            shutil.rmtree(folder, ignore_errors=True)
         raise FileNotFoundError(
-            f"dataset {name!r}: {directory / (name + '.npz')} is missing and torchvision could "
+            f"dataset {name!r}: {(directory / (name + '.npz')).resolve()} is missing and torchvision could "
             f"not download it ({type(error).__name__}: {error}). Provide the file offline with "
-            f"`python ../shared/data/install.py {directory}` (or any .npz holding uint8 "
+            f"{install_hint(directory)} (or any .npz holding uint8 "
             "x_train, y_train, x_test, y_test), or set FEDKD_DATA to the folder that holds it."
         ) from error
     return {
