@@ -59,7 +59,8 @@ from .algorithms import Context as AlgorithmContext, algorithm_class, algorithm_
 from .experiment import (DivergedError, ExperimentConfig, RunDiverged, client_step, config_from_dict, default_device,
                          on_device, simulate)
 from .federation import build_federated_data
-from .results import config_hash, divergence_of, file_record, outcome_record, save_divergence
+from .results import (check_writable, config_hash, divergence_of, file_record, outcome_record, results_dir,
+                      save_divergence)
 from .training import NonFiniteLoss
 
 ENGINE = "flower"
@@ -168,8 +169,8 @@ class FlowerClients:
                 raise RuntimeError(f"only {len(nodes)} of {num_clients} Flower nodes connected within {wait:.0f} s")
             time.sleep(0.2)
         asks = [Message(RecordDict(), dst_node_id=node, message_type="query.whoami") for node in nodes]
-        self.node = {int(r.content["cfg"]["client"]): r.metadata.src_node_id
-                     for r in self._exchange(asks, {node: f"node {node}" for node in nodes})}
+        self.node = {int(r.content["cfg"]["client"]): node
+                     for node, r in self._exchange(asks, {node: f"node {node}" for node in nodes}).items()}
         if sorted(self.node) != list(range(num_clients)):
             raise RuntimeError(f"the Flower nodes hold partition ids {sorted(self.node)}; the run needs exactly "
                                f"0..{num_clients - 1} (start each SuperNode with --node-config 'partition-id=K')")
@@ -196,23 +197,30 @@ class FlowerClients:
                             message_type=message_type) for k, m in payloads.items()]
         client_of = {node: k for k, node in self.node.items()}
         names = {self.node[k]: f"client {k}" for k in payloads}
-        replies = {client_of[r.metadata.src_node_id]: r for r in self._exchange(messages, names, round_index)}
+        replies = {client_of[node]: r for node, r in self._exchange(messages, names, round_index).items()}
         raise_if_diverged({k: reply.content["cfg"] for k, reply in replies.items()})
         return {k: from_record(replies[k].content) for k in payloads}
 
-    def _exchange(self, messages: list[Message], names: dict, round_index: int = 0) -> list[Message]:
-        """Send and wait for every reply; a client that raised or did not answer in time stops the
-        run with an error naming it (``names``: node id -> "client k")."""
+    def _exchange(self, messages: list[Message], names: dict, round_index: int = 0) -> dict:
+        """Send and wait for every reply; the replies by the node each message went to. A client
+        that raised or did not answer in time stops the run with an error naming it (``names``:
+        node id -> "client k") and the seconds waited. A reply is matched to the message it
+        answers, not to its sender: the SuperLink itself answers for a node that has gone."""
+        start = time.monotonic()
         replies = list(self.grid.send_and_receive(messages, timeout=self.timeout))
-        raised = {r.metadata.src_node_id: r.error.reason for r in replies if r.has_error()}
-        silent = sorted(set(names) - {r.metadata.src_node_id for r in replies}, key=str)
+        waited = time.monotonic() - start
+        sent_to = {m.metadata.message_id: m.metadata.dst_node_id for m in messages}  # ids set by sending
+        answers = {sent_to[r.metadata.reply_to_message_id]: r for r in replies}
+        raised = {node: r.error.reason for node, r in answers.items() if r.has_error()}
+        silent = sorted(set(names) - set(answers), key=str)
         if raised or silent:
             problems = [f"{names.get(node, f'node {node}')} raised: {reason}" for node, reason in raised.items()]
             if silent:
-                problems.append(f"{', '.join(names[node] for node in silent)} did not answer within {self.timeout} s")
+                problems.append(f"{', '.join(names[node] for node in silent)} did not answer within "
+                                f"{self.timeout} s (waited {waited:.1f} s)")
             raise RuntimeError(f"Flower run {self.run}, round {round_index}: " + "; ".join(problems)
                                + " (the run stops rather than go on without them; see fedkd_core.flower's docstring)")
-        return replies
+        return answers
 
 
 def raise_if_diverged(answers: dict) -> None:
@@ -238,14 +246,19 @@ def run_on_grid(grid: Grid, configs: list[ExperimentConfig], timeout: float | No
 
 
 def server_app(configs: list[ExperimentConfig], outcomes: list, timeout: float | None = DEFAULT_TIMEOUT,
-               progress: bool = True) -> ServerApp:
+               progress: bool = True, on_finish=None) -> ServerApp:
     """The ServerApp of ``configs``: the project's round loop over a Flower Grid for each config in
-    turn; appends each run's (outcome, seconds) to ``outcomes``."""
+    turn; appends each run's (outcome, seconds) to ``outcomes`` and, as each run ends, calls
+    ``on_finish(config, outcome, seconds)`` (the command saves its record there, so a fault in a
+    later config loses no finished one)."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        outcomes.extend(run_on_grid(grid, configs, timeout, progress))
+        for config, run in zip(configs, run_on_grid(grid, configs, timeout, progress)):
+            outcomes.append(run)
+            if on_finish is not None:
+                on_finish(config, *run)
 
     return app
 
@@ -261,6 +274,7 @@ def _deployed(grid: Grid, context: Context) -> None:
     run_config = context.run_config
     configs = [load_config(Path(path.strip())) for path in str(run_config["configs"]).split(",")]
     timeout = float(run_config.get("timeout", DEFAULT_TIMEOUT))
+    check_writable(results_dir())
     for config, (outcome, seconds) in zip(configs, run_on_grid(grid, configs, timeout)):
         save_outcome(config, outcome, seconds, str(run_config.get("profile", "custom")),
                      f"{ENGINE} (deployment, {config.data.num_clients} SuperNodes)")
@@ -332,8 +346,10 @@ def simulate_on_flower(configs: list[ExperimentConfig], workers: int = 1, timeou
 
 
 def timed_runs_on_ray(configs: list[ExperimentConfig], workers: int, timeout: float | None,
-                      object_store_mb: int | None, progress: bool, gpu_fraction: float | None = None) -> list[tuple]:
-    """:func:`simulate_on_flower`'s runs as (outcome or RunDiverged, seconds) pairs."""
+                      object_store_mb: int | None, progress: bool, gpu_fraction: float | None = None,
+                      on_finish=None) -> list[tuple]:
+    """:func:`simulate_on_flower`'s runs as (outcome or RunDiverged, seconds) pairs; ``on_finish``
+    as in :func:`server_app`."""
     import ray
 
     sizes = {config.data.num_clients for config in configs}
@@ -344,13 +360,14 @@ def timed_runs_on_ray(configs: list[ExperimentConfig], workers: int, timeout: fl
     backend = {"client_resources": {"num_cpus": 1, "num_gpus": fraction}}
     start_ray(workers, object_store_mb)
     try:
-        run_simulation(server_app(configs, outcomes, timeout, progress), clientapp, num_supernodes=sizes.pop(),
-                       backend_name="ray", backend_config=backend)
+        run_simulation(server_app(configs, outcomes, timeout, progress, on_finish), clientapp,
+                       num_supernodes=sizes.pop(), backend_name="ray", backend_config=backend)
     finally:
         if ray.is_initialized():
             ray.shutdown()
     if len(outcomes) != len(configs):
-        raise RuntimeError(f"the Flower simulation ended after {len(outcomes)} of {len(configs)} runs; "
+        raise RuntimeError(f"the Flower simulation ended after {len(outcomes)} of {len(configs)} runs"
+                           f"{' (each one finished was saved as it ended)' if on_finish and outcomes else ''}; "
                            "see Flower's log above")
     return outcomes
 
@@ -379,10 +396,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.gpu_fraction is not None and not 0 <= args.gpu_fraction <= 1:
         parser.error(f"--gpu-fraction must be in [0, 1] (got {args.gpu_fraction})")
     configs = [load_config(path) for path in args.configs]
-    runs = timed_runs_on_ray(configs, args.workers, args.timeout, args.object_store_mb, progress=True,
-                             gpu_fraction=args.gpu_fraction)
-    for config, (outcome, seconds) in zip(configs, runs):
-        save_outcome(config, outcome, seconds, args.profile, f"{ENGINE} (ray, {args.workers} workers)")
+    check_writable(results_dir())
+    engine = f"{ENGINE} (ray, {args.workers} workers)"
+    timed_runs_on_ray(configs, args.workers, args.timeout, args.object_store_mb, progress=True,
+                      gpu_fraction=args.gpu_fraction,
+                      on_finish=lambda config, outcome, seconds: save_outcome(config, outcome, seconds, args.profile,
+                                                                              engine))
 
 
 if __name__ == "__main__":

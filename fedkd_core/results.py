@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -156,7 +157,7 @@ def read_record(path: Path) -> RunRecord:
     """The record stored at ``path``; a RecordError naming the file and the way out otherwise."""
     try:
         return RunRecord(**json.loads(Path(path).read_text()))
-    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
         raise RecordError(
             f"results record {path} cannot be read ({type(error).__name__}: {error}). It may be "
             "truncated, hand-edited or hold merge-conflict markers. Restore it (for a committed "
@@ -175,13 +176,80 @@ def save_record(record: RunRecord, root=None) -> Path:
 
 
 def write_record(record, path: Path) -> Path:
-    """Write atomically: a temporary file in the same folder, then a rename."""
+    """Write atomically: a temporary file in the same folder, then a rename. When that fails (a
+    read-only or full disk), the record goes to a fallback folder (:data:`FALLBACK_FOLDERS`) and
+    a :class:`RecordNotSaved` names both places: a finished run is never lost."""
+    try:
+        return _write_atomically(record, path)
+    except OSError as error:
+        fallback = _write_fallback(record, path)
+        raise RecordNotSaved(
+            f"could not write the record {path} ({type(error).__name__}: {error}). "
+            + (f"The finished run is safe in {fallback}: once {path.parent} is writable, move it there "
+               f"(mkdir -p {path.parent} && mv {fallback} {path})." if fallback else
+               f"No fallback folder ({', '.join(map(str, FALLBACK_FOLDERS))}) was writable either: the run is lost.")
+        ) from error
+
+
+def _write_atomically(record, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
-        json.dump(record.__dict__, handle, indent=1)
-    os.chmod(handle.name, 0o644)  # NamedTemporaryFile creates 0600; records are for everyone
-    os.replace(handle.name, path)
+    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False)
+    try:
+        with handle:
+            json.dump(record.__dict__, handle, indent=1)
+        os.chmod(handle.name, 0o644)  # NamedTemporaryFile creates 0600; records are for everyone
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)  # no half-written temporary file is left behind
+        raise
     return path
+
+
+class RecordNotSaved(OSError):
+    """A finished run whose record could not be written where it belongs (the message says where it went)."""
+
+
+# Where a record goes when its own folder cannot take it, first writable one wins (the record
+# keeps its <profile>/<algorithm>/<key>.json below it).
+FALLBACK_FOLDERS = (Path("~/.cache/fedkd/unsaved-records").expanduser(),
+                    Path(tempfile.gettempdir()) / "fedkd-unsaved-records")
+
+
+def _write_fallback(record, path: Path) -> Path | None:
+    for folder in FALLBACK_FOLDERS:
+        try:
+            return _write_atomically(record, folder.joinpath(*path.parts[-3:]))
+        except OSError:
+            continue
+    return None
+
+
+# A record takes kilobytes; a checkpoint of a run's models, optimisers and history a few MB.
+# Less free space than this before a run starts is refused rather than found out at its end.
+MIN_FREE_BYTES = 64 * 2**20
+
+
+class ResultsNotWritable(OSError):
+    """The folder a run's record would go to cannot take it (the message says why and what to do)."""
+
+
+def check_writable(folder: Path, min_free: int = MIN_FREE_BYTES) -> None:
+    """Before a run trains: ``folder`` (created if missing) takes a file, and its disk has at
+    least ``min_free`` bytes free; a :class:`ResultsNotWritable` naming it and the fix otherwise."""
+    fix = ("make it writable, or point FEDKD_RESULTS at a folder that is (FEDKD_RESULTS=/path/to/results); "
+           "nothing was run")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        raise ResultsNotWritable(f"results folder {folder} cannot be written ({type(error).__name__}: {error}): "
+                                 f"{fix}") from error
+    free = shutil.disk_usage(folder).free
+    if free < min_free:
+        raise ResultsNotWritable(f"results folder {folder} is on a disk with {free / 2**20:.0f} MiB free, less "
+                                 f"than the {min_free / 2**20:.0f} MiB a run's record and checkpoints may need: "
+                                 f"free some space, or {fix}")
 
 
 def environment(device: torch.device, bf16: bool) -> dict:
@@ -251,6 +319,7 @@ def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = Tru
     if use_cache and (diverged := load_divergence(config, root)) is not None:
         raise RunDiverged(f"{diverged.error} (stored: {divergence_path(config, diverged.profile, root)}; "
                           "delete that file to run it again)", diverged.round, diverged.history)
+    check_writable(record_path(config, profile, root).parent)
     start = time.perf_counter()
     device = default_device()
     try:
@@ -340,7 +409,7 @@ def load_divergence(config: ExperimentConfig, root=None) -> Divergence | None:
         return None
     try:
         return Divergence(**json.loads(found[0].read_text()))
-    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
         raise RecordError(f"divergence record {found[0]} cannot be read ({type(error).__name__}: {error}); "
                           "restore it or delete it to run that experiment again") from error
 

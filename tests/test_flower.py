@@ -79,6 +79,30 @@ def test_the_command_with_two_workers_writes_the_in_process_records(in_process, 
     assert stored["environment"]["engine"] == "flower (ray, 2 workers)" and "DIVERGED in round 1" in done.stdout
 
 
+def test_a_fault_in_a_later_config_keeps_the_record_of_one_that_finished(tmp_path, monkeypatch):
+    """`python -m fedkd_core.flower A.yaml B.yaml`: A's record is saved when A ends, so a fault in
+    B (here its round loop raises) does not lose it."""
+    from dataclasses import replace
+
+    from fedkd_core import flower
+    from fedkd_core.results import load_record
+
+    first, second = CONFIGS[0], replace(CONFIGS[0], seed=5)
+    monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
+    real_simulate = flower.simulate
+
+    def failing_second(config, **kwargs):  # the ServerApp runs in this process; its clients on Ray
+        if config == second:
+            raise RuntimeError("Flower run 1, round 1: client 2 raised: boom")
+        return real_simulate(config, **kwargs)
+
+    monkeypatch.setattr(flower, "simulate", failing_second)
+    paths = [write_config(config, tmp_path / f"{i}.yaml") for i, config in enumerate([first, second])]
+    with pytest.raises(RuntimeError, match="client 2 raised: boom"):
+        flower.main([*map(str, paths), "--profile", "custom"])
+    assert load_record(first) is not None and load_record(second) is None
+
+
 def test_configs_of_one_simulation_must_have_the_same_number_of_clients():
     from dataclasses import replace
 
@@ -90,9 +114,11 @@ def test_configs_of_one_simulation_must_have_the_same_number_of_clients():
 
 
 class ScriptedGrid:
-    """A stand-in for Flower's Grid whose nodes answer as scripted: "ok", "raise", "silent" or
+    """A stand-in for Flower's Grid whose nodes answer as scripted: "ok", "raise", "silent",
+    "gone" (the SuperLink, node 1, answers for the node with Flower's "Node Unavailable" error) or
     "diverge" (as ``_run_client_step`` answers when the client's loss became NaN; node 10 + k holds
-    client k)."""
+    client k). As Flower's grids do, sending gives each message its id and a reply names the
+    message it answers."""
 
     def __init__(self, script: dict):
         self.script = script  # node id -> behaviour
@@ -106,14 +132,17 @@ class ScriptedGrid:
         from flwr.app import ConfigRecord, RecordDict
 
         replies = []
-        for message in messages:
+        for number, message in enumerate(messages):
+            message.metadata.__dict__["_message_id"] = f"message-{number}"
             node = message.metadata.dst_node_id
             behaviour = self.script[node]
             if behaviour == "silent":
                 continue
             replies.append(SimpleNamespace(
-                metadata=SimpleNamespace(src_node_id=node), has_error=lambda b=behaviour: b == "raise",
-                error=SimpleNamespace(reason="ValueError: boom"),
+                metadata=SimpleNamespace(src_node_id=1 if behaviour == "gone" else node,
+                                         reply_to_message_id=message.metadata.message_id),
+                has_error=lambda b=behaviour: b in ("raise", "gone"),
+                error=SimpleNamespace(reason="Error: Node Unavailable" if behaviour == "gone" else "ValueError: boom"),
                 content=RecordDict({"cfg": ConfigRecord(
                     {"client": node - 10, **({"diverged": "training loss became nan (lr=1e+30)"}
                                              if behaviour == "diverge" else {})})})))
@@ -143,6 +172,16 @@ def test_a_client_that_raises_stops_the_run_naming_it_and_its_error(in_a_flower_
         clients._send("train.update", {k: {} for k in range(4)}, round_index=3)
 
 
+def test_a_node_that_has_gone_is_named_by_the_message_it_did_not_answer(in_a_flower_run):
+    """The SuperLink (node 1) answers for a SuperNode that stopped: the error names that client,
+    not node 1, and nobody is reported silent."""
+    clients = scripted_clients(["ok", "ok", "gone", "ok"])
+    with pytest.raises(RuntimeError) as error:
+        clients._send("train.update", {k: {} for k in range(4)}, round_index=2)
+    assert "round 2: client 2 raised: Error: Node Unavailable (the run stops" in str(error.value)
+    assert "node 1" not in str(error.value) and "did not answer" not in str(error.value)
+
+
 def test_a_client_whose_training_diverged_stops_the_round_as_a_divergence_not_a_fault(in_a_flower_run):
     """experiment.simulate turns NonFiniteLoss into RunDiverged, as it does for an in-process client."""
     from fedkd_core.training import NonFiniteLoss
@@ -154,7 +193,7 @@ def test_a_client_whose_training_diverged_stops_the_round_as_a_divergence_not_a_
 
 def test_a_client_that_does_not_answer_in_time_stops_the_run_naming_it(in_a_flower_run):
     clients = scripted_clients(["ok", "ok", "silent", "silent"])
-    with pytest.raises(RuntimeError, match=r"client 2, client 3 did not answer within 5.0 s"):
+    with pytest.raises(RuntimeError, match=r"client 2, client 3 did not answer within 5.0 s \(waited 0.\d s\)"):
         clients._send("train.update", {k: {} for k in range(4)}, round_index=1)
 
 
