@@ -49,6 +49,9 @@ class ExperimentConfig:
             raise ValueError(f"participation must be in (0, 1] (got {self.participation})")
         if self.eval_every < 1:
             raise ValueError(f"eval_every must be >= 1 (got {self.eval_every})")
+        if self.global_test_size is not None and self.global_test_size < 1:
+            raise ValueError(f"global_test_size must be None (the whole test split) or >= 1 "
+                             f"(got {self.global_test_size})")
 
     def resolved(self) -> dict:
         """The config as plain data, algorithm params filled in with their defaults."""

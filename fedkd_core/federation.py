@@ -50,9 +50,11 @@ class DataConfig:
             raise ValueError(f"num_clients must be an integer >= 1 (got {self.num_clients!r})")
         if self.partition == "dirichlet":
             partition._check_alpha(self.alpha)
-        for name in ("transfer_size", "local_test_size"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0 (got {getattr(self, name)})")
+        if self.transfer_size < 0:
+            raise ValueError(f"transfer_size must be >= 0 (got {self.transfer_size})")
+        if self.local_test_size < 1:
+            raise ValueError(f"local_test_size must be >= 1: an empty local test set gives no client accuracy "
+                             f"(got {self.local_test_size})")
         if self.pool_size is not None and self.pool_size < self.num_clients:
             raise ValueError(
                 f"pool_size must be >= num_clients={self.num_clients} (got {self.pool_size})"

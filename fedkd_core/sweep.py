@@ -36,7 +36,7 @@ import yaml
 from tqdm import tqdm
 
 from . import claims
-from .chapters import chapter_module, experiments_to_run
+from .chapters import chapter_module, chapter_params, experiments_to_run
 from .chapters.robustness import sweep_order as robustness_grid
 from .experiment import RunDiverged, default_device
 from .results import (config_hash, device_name, is_finished, load_divergence, load_record, results_dir,
@@ -56,7 +56,10 @@ def load_grid(chapter: str, params_file: Path, robustness: bool = False, variant
     every variant of ``ROBUSTNESS`` around those params (fedkd_core.chapters.robustness), or of
     the ``variants`` named."""
     module = chapter_module(chapter)
-    params = module.Params(**(yaml.safe_load(Path(params_file).read_text()) or {}))
+    try:
+        params = chapter_params(module.Params, yaml.safe_load(Path(params_file).read_text()) or {})
+    except ValueError as error:  # a wrong, misspelt or meaningless parameter (or YAML that is no mapping)
+        raise SystemExit(f"{params_file}: {error}") from None
     if robustness:
         if not hasattr(module, "ROBUSTNESS"):
             raise SystemExit(f"chapter {chapter!r} has no robustness variants (ROBUSTNESS)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import typing
 from types import ModuleType
 
 from ..results import EXECUTION_SETTINGS
@@ -92,19 +93,70 @@ IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
 
 def notebook_params(params_class: type, namespace: dict):
     """The chapter's ``Params`` from a notebook's global variables (its parameters cell plus
-    whatever papermill injected). A variable that is not a parameter of the chapter, such as a
-    misspelt ``papermill -p alpha 0.1``, is a ValueError naming the chapter's real parameters,
-    where papermill alone would only warn and run with the defaults.
+    whatever papermill injected), checked by :func:`chapter_params`: a misspelt ``papermill -p
+    alpha 0.1`` is a ValueError naming the chapter's real parameters, where papermill alone would
+    only warn and run with the defaults.
     """
-    names = {f.name for f in dataclasses.fields(params_class)}
     given = {
         key: value for key, value in namespace.items()
         if not key.startswith("_") and key not in IPYTHON_NAMES
         and not isinstance(value, ModuleType) and not callable(value)
     }
+    return chapter_params(params_class, given)
+
+
+def chapter_params(params_class: type, given: dict):
+    """The chapter's ``Params`` from ``given`` (papermill's parameters, or a sweep's YAML): one
+    ValueError naming a parameter the chapter does not have (with the names it may have meant),
+    one of the wrong type, or one whose value makes the runs meaningless (:data:`LOWER_BOUNDS`)."""
+    if not isinstance(given, dict):
+        raise ValueError(f"parameters must be a mapping of names to values (got {type(given).__name__})")
+    names = {f.name for f in dataclasses.fields(params_class)}
     unknown = sorted(set(given) - names)
     if unknown:
         hints = [f"{u!r} (did you mean {', '.join(map(repr, m))}?)" if (m := difflib.get_close_matches(u, names, 2, 0.5))
                  else repr(u) for u in unknown]
         raise ValueError(f"unknown parameter(s) {', '.join(hints)}; this chapter's parameters are {sorted(names)}")
-    return params_class(**{key: given[key] for key in names if key in given})
+    types = typing.get_type_hints(params_class)
+    for name, value in given.items():
+        check_type(name, value, types[name])
+        check_lower_bound(name, value)
+    return params_class(**given)
+
+
+# What a parameter of each annotated type accepts. A str parameter is often a comma-separated
+# list, which papermill passes as a number when it holds one (-p alphas 0.1).
+ACCEPTED_TYPES = {int: (int,), float: (int, float), str: (str, int, float), bool: (bool,)}
+TYPE_WORDS = {int: "an integer", float: "a number", str: "a string (a list is one comma-separated string)",
+              bool: "True or False"}
+
+
+def check_type(name: str, value, annotation) -> None:
+    """A ValueError naming parameter ``name`` when ``value`` is not of its ``annotation`` (int,
+    float, str, bool or a union of them; bool is no integer here)."""
+    members = typing.get_args(annotation) or (annotation,)
+    accepted = tuple(kind for member in members for kind in ACCEPTED_TYPES.get(member, (member,)))
+    if not isinstance(value, accepted) or (isinstance(value, bool) and bool not in members):
+        expected = " or ".join(TYPE_WORDS.get(member, member.__name__) for member in members)
+        raise ValueError(f"parameter {name!r} must be {expected} (got {value!r}, a {type(value).__name__})")
+
+
+# Parameters several chapters share, the least value that gives a meaningful run, and why.
+LOWER_BOUNDS = {
+    "local_epochs": (1, "with no local epoch the clients never train"),
+    "local_test_size": (1, "an empty local test set gives no client accuracy (ALMA would be NaN)"),
+    "global_test_size": (0, "it is a number of test samples (0: the whole test split)"),
+    "samples_per_client": (0, "it is a number of samples (0: split the whole pool)"),
+    "transfer_size": (0, "it is a number of samples"),
+    "rounds": (1, "a run has at least one round"),
+    "seeds": (1, "a cell needs at least one seed"),
+    "num_clients": (1, "a federation has at least one client"),
+    "batch_size": (1, "a batch holds at least one sample"),
+}
+
+
+def check_lower_bound(name: str, value) -> None:
+    if name in LOWER_BOUNDS and isinstance(value, (int, float)) and not isinstance(value, bool):
+        least, reason = LOWER_BOUNDS[name]
+        if value < least:
+            raise ValueError(f"parameter {name!r} must be >= {least}: {reason} (got {value!r})")

@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 import yaml
 
+from . import chapter_params
 from ..experiment import ExperimentConfig, RunDiverged, default_device, simulate
 from ..federation import DataConfig
 from ..report import parse_list
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", type=Path, required=True, help="YAML of Params (e.g. notebooks/params/paper/scaling.yaml)")
     args = parser.parse_args(argv)
-    params = Params(**(yaml.safe_load(args.params.read_text()) or {}))
+    params = chapter_params(Params, yaml.safe_load(args.params.read_text()) or {})
     measurement = measure(params)
     print(table(measurement).to_string(index=False))
     print("overhead:", measurement["overhead"])
