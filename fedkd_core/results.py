@@ -154,15 +154,32 @@ class RecordError(ValueError):
 
 
 def read_record(path: Path) -> RunRecord:
-    """The record stored at ``path``; a RecordError naming the file and the way out otherwise."""
+    """The record stored at ``path``; a RecordError naming the file and the way out when it cannot
+    be read or is incomplete (:func:`missing_parts`): such a record never counts as a finished run."""
     try:
-        return RunRecord(**json.loads(Path(path).read_text()))
+        record = RunRecord(**json.loads(Path(path).read_text()))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
         raise RecordError(
             f"results record {path} cannot be read ({type(error).__name__}: {error}). It may be "
             "truncated, hand-edited or hold merge-conflict markers. Restore it (for a committed "
             f"record: git checkout -- {path}) or delete it to run that experiment again."
         ) from error
+    if missing := missing_parts(record):
+        raise RecordError(f"results record {path} is incomplete: {missing}. Restore it (for a committed record: "
+                          f"git checkout -- {path}) or delete it to run that experiment again.")
+    return record
+
+
+def missing_parts(record: RunRecord) -> str:
+    """What a finished run's record lacks ("" when nothing): a history whose rows have a round and
+    an ALMA, and the run's total seconds."""
+    if not isinstance(record.history, list) or not record.history:
+        return "its history is empty (no round was recorded)"
+    if not all(isinstance(row, dict) and {"round", "alma"} <= row.keys() for row in record.history):
+        return "a row of its history lacks 'round' or 'alma'"
+    if not isinstance(record.timings, dict) or "total_seconds" not in record.timings:
+        return "its timings lack 'total_seconds'"
+    return ""
 
 
 def _profile_rank(path: Path) -> int:

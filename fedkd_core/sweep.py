@@ -39,8 +39,8 @@ from . import claims
 from .chapters import chapter_module, chapter_params, experiments_to_run
 from .chapters.robustness import sweep_order as robustness_grid
 from .experiment import RunDiverged, default_device
-from .results import (config_hash, device_name, is_finished, load_divergence, load_record, results_dir,
-                      run_experiment)
+from .results import (RecordError, ResultsNotWritable, check_writable, config_hash, device_name, is_finished, load_divergence,
+                      load_record, results_dir, run_experiment)
 
 
 def describe(config) -> str:
@@ -74,23 +74,37 @@ def load_grid(chapter: str, params_file: Path, robustness: bool = False, variant
 
 def status(configs, profile: str) -> dict[str, list]:
     """The grid split into done (with "done_records", their records), diverged (a stored
-    divergence: run, with no record), claimed by a live worker, and left (stale claims count as left)."""
+    divergence: run, with no record), claimed by a live worker, left (stale claims count as left)
+    and "unreadable": the error of every stored record or divergence that cannot be read or is
+    incomplete (``results.RecordError``, naming its file), all of them, not only the first."""
     root = results_dir()
     held = claims.claims_in(root, profile)
-    split = {"done": [], "diverged": [], "claimed": [], "left": [], "done_records": []}
+    split = {"done": [], "diverged": [], "claimed": [], "left": [], "done_records": [], "unreadable": []}
     for config in configs:
         key = config_hash(config)
-        record = load_record(config)
+        try:
+            record = load_record(config)
+            diverged = record is None and load_divergence(config) is not None
+        except RecordError as error:
+            split["unreadable"].append(str(error))
+            continue
         if record is not None:
             split["done"].append(config)
             split["done_records"].append(record)
-        elif load_divergence(config) is not None:
+        elif diverged:
             split["diverged"].append(config)
         elif key in held and not claims.is_stale(held[key]):
             split["claimed"].append(config)
         else:
             split["left"].append(config)
     return split
+
+
+def unreadable_exit(errors: list[str]) -> SystemExit:
+    """The sweep's stop when stored records cannot be read: every one, each with its file."""
+    lines = "\n".join(f"  {error}" for error in errors)
+    return SystemExit(f"{len(errors)} stored record(s) cannot be read or are incomplete:\n{lines}\n"
+                      "Restore or delete each, then run the sweep again (nothing was run).")
 
 
 def run_kind(config: dict) -> tuple:
@@ -167,8 +181,8 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
     """Claim and run what is left of the grid, seed by seed (``run_order``), until nothing is left;
     a robustness grid variant by variant, nearest completion first (``robustness.sweep_order``).
 
-    ``report(kind, text)`` is told of every finished run ("done"), diverged run ("diverged") and
-    failure ("error"). A worker
+    ``report(kind, text)`` is told of every run it starts ("start"), finished run ("done"), diverged
+    run ("diverged") and failure ("error"). A worker
     started by a sweep (``parent``: its process id) stops before its next run once that sweep has
     gone, however it was stopped (even by SIGKILL), instead of running on unseen.
     """
@@ -187,6 +201,7 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
         try:
             if is_finished(config):  # finished by another worker just before our claim
                 continue
+            report("start", describe(config))
             record = run_experiment(config, profile=params.profile, progress=False)
             ran += 1
             report("done", f"{describe(config)}: ALMA {record.final['alma']:.4f} "
@@ -205,7 +220,8 @@ def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, qu
             robustness: bool = False, variants: tuple[str, ...] = ()) -> None:
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(threads)
-    work(chapter, params_file, limit, lambda kind, text: queue.put((kind, text)), parent, robustness, variants)
+    work(chapter, params_file, limit, lambda kind, text: queue.put((os.getpid(), kind, text)), parent, robustness,
+         variants)
 
 
 def visible_gpus() -> list[str]:
@@ -278,28 +294,45 @@ def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None
 
 
 def _follow(processes, queue, chapter: str, workers: int, total: int) -> int:
-    failures = 0
+    """Show the workers' reports (``(pid, kind, text)`` on ``queue``) until all have stopped; the
+    number of failures, a worker that stopped without reporting one (killed) included, named with
+    the run it held."""
+    failures, running, failed = 0, {}, set()
     with tqdm(total=total, desc=f"sweep {chapter} ({workers} workers)") as bar:
         while True:
             alive = any(p.is_alive() for p in processes)  # read before draining: no message is missed
             try:
-                kind, text = queue.get(timeout=1.0)
+                pid, kind, text = queue.get(timeout=1.0)
             except Empty:
                 if alive:
                     continue
                 break
+            if kind == "start":
+                running[pid] = text
+                continue
+            running.pop(pid, None)
             if kind in ("done", "diverged"):
                 bar.update(1)
                 tqdm.write(text if kind == "done" else f"DIVERGED {text}")
             else:
                 failures += 1
+                failed.add(pid)
                 tqdm.write(f"FAILED {text}")
     for process in processes:
         process.join()
-    crashed = sum(1 for p in processes if p.exitcode != 0) - failures  # killed, out of memory, bad input
-    if crashed > 0:
-        tqdm.write(f"{crashed} worker(s) stopped without finishing a run (see the traceback above)")
-    return failures + max(crashed, 0)
+    crashed = [p for p in processes if p.exitcode != 0 and p.pid not in failed]  # killed, out of memory
+    for process in crashed:
+        tqdm.write(stopped_line(process.pid, process.exitcode, running.get(process.pid)))
+    return failures + len(crashed)
+
+
+def stopped_line(pid: int, exitcode: int, run: str | None) -> str:
+    """What the sweep says of worker ``pid`` that stopped with ``exitcode`` without reporting a
+    failure, ``run`` the run it had started (None: it held none)."""
+    how = f"killed by {signal.Signals(-exitcode).name}" if exitcode < 0 else f"exit code {exitcode}"
+    held = f"while running {' '.join(run.split())}" if run else "holding no run it had reported"
+    return (f"FAILED worker {pid} stopped ({how}; SIGKILL without a kill of yours is often the out-of-memory killer) "
+            f"{held}: run the sweep again to rerun it (its claim is taken over)")
 
 
 def variant_lines(chapter: str, params, variants: tuple[str, ...], done: list) -> list[str]:
@@ -342,8 +375,11 @@ def main(argv: list[str] | None = None) -> None:
     params, configs = load_grid(args.chapter, args.params, args.robustness, variants)
     split = status(configs, params.profile)
     diverged = f"{len(split['diverged'])} diverged (stored), " if split["diverged"] else ""
+    unreadable = f", {len(split['unreadable'])} unreadable" if split["unreadable"] else ""
     print(f"{args.chapter} ({params.profile}): {len(configs)} runs: {len(split['done'])} done, {diverged}"
-          f"{len(split['claimed'])} claimed by running workers, {len(split['left'])} left")
+          f"{len(split['claimed'])} claimed by running workers, {len(split['left'])} left{unreadable}")
+    if split["unreadable"]:
+        raise unreadable_exit(split["unreadable"])
     if args.dry_run:
         if line := pace_line(split):
             print(line)
@@ -354,6 +390,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not split["left"]:
         return
+    try:
+        check_writable(results_dir())
+    except ResultsNotWritable as error:
+        raise SystemExit(str(error)) from None
     start = time.perf_counter()
     try:
         failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]),

@@ -106,3 +106,78 @@ def test_a_sweep_yaml_with_an_unknown_key_names_the_file_and_suggests_the_name(t
 def test_configs_refuse_sizes_that_make_a_run_meaningless(build, words):
     with pytest.raises(ValueError, match=words.replace("(", "\\(").replace(")", "\\)")):
         build()
+
+
+# --- sweeps: every unreadable record at once, a dead worker's run named ------------------------
+
+@pytest.fixture
+def smoke_sweep(tmp_path, monkeypatch):
+    """A 4-run smoke grid of the setting chapter with its records under ``tmp_path``."""
+    from fedkd_core import sweep
+
+    monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
+    params = tmp_path / "smoke.yaml"
+    params.write_text("profile: smoke\nalphas: '0.5,1.0'\nrounds: 1\nnum_clients: 2\nsamples_per_client: 40\n"
+                      "local_test_size: 40\nglobal_test_size: 100\n")
+    return params, sweep.load_grid("setting", params)[1]
+
+
+def store_broken_records(configs) -> list:
+    """Three broken records of ``configs[:3]``: invalid JSON, no history, no total seconds."""
+    paths = [results.record_path(config, "smoke") for config in configs[:3]]
+    good = {"config": configs[0].resolved(), "key": "k", "client_accuracies": [], "environment": {},
+            "profile": "smoke", "history": [{"round": 1, "alma": 0.5}], "timings": {"total_seconds": 1.0}}
+    for path, text in zip(paths, ["{ not json", json.dumps({**good, "history": []}),
+                                  json.dumps({**good, "timings": {}})]):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return paths
+
+
+def test_dry_run_and_sweep_name_every_unreadable_or_incomplete_record_at_once(smoke_sweep):
+    from fedkd_core import sweep
+
+    params, configs = smoke_sweep
+    paths = store_broken_records(configs)
+    for extra in (["--dry-run"], []):
+        with pytest.raises(SystemExit) as stop:
+            sweep.main(["setting", "--params", str(params), *extra])
+        message = str(stop.value)
+        assert message.startswith("3 stored record(s) cannot be read or are incomplete")
+        assert all(str(path) in message for path in paths)
+        assert "history is empty" in message and "lack 'total_seconds'" in message
+    assert not results.record_path(configs[3], "smoke").exists()  # nothing ran
+
+
+def test_a_record_with_an_empty_history_is_not_a_finished_run(tmp_path):
+    path = results.record_path(TINY, "custom", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"config": TINY.resolved(), "key": "k", "history": [], "client_accuracies": [],
+                                "timings": {"total_seconds": 1.0}, "environment": {}, "profile": "custom"}))
+    with pytest.raises(results.RecordError, match="is incomplete: its history is empty"):
+        results.is_finished(TINY, tmp_path)
+
+
+def killed_worker(queue) -> None:
+    import os
+    import signal
+
+    queue.put((os.getpid(), "start", "fedavg    mnist dirichlet(alpha=0.5) 2 clients seed=0"))
+    queue.close()
+    queue.join_thread()  # the report is on its way (a real run takes seconds after it), then the kill
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_killed_worker_is_named_with_the_run_it_held(capsys):
+    import multiprocessing
+
+    from fedkd_core import sweep
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    worker = context.Process(target=killed_worker, args=(queue,))
+    worker.start()
+    assert sweep._follow([worker], queue, "setting", 1, 1) == 1
+    out = capsys.readouterr()
+    assert (f"FAILED worker {worker.pid} stopped (killed by SIGKILL" in out.out + out.err
+            and "while running fedavg mnist dirichlet(alpha=0.5) 2 clients seed=0: run the sweep again" in out.out + out.err)
