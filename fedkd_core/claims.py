@@ -25,6 +25,11 @@ def claim_path(results_root: Path, profile: str, key: str) -> Path:
     return results_root / ".claims" / profile / f"{key}.claim"
 
 
+def state_path(results_root: Path, profile: str, key: str) -> Path:
+    """Where a run in progress keeps its checkpoint (fedkd_core.checkpoint): beside its claim."""
+    return results_root / ".claims" / profile / f"{key}.state"
+
+
 def try_claim(path: Path, stale_after: float = DEFAULT_STALE_AFTER) -> bool:
     """Claim ``path`` for this process; False when a live worker holds it."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from .algorithms import Context, algorithm_class, algorithm_config
 from .algorithms.base import message_bytes
+from .checkpoint import Checkpoints, RunState
 from .federation import DataConfig, FederatedData, build_federated_data
 from .models import check_model_name
 from .precision import reproducible
@@ -87,6 +88,7 @@ def simulate(
     device: torch.device | None = None,
     progress: bool = True,
     clients=None,
+    checkpoints: Checkpoints | None = None,
 ) -> dict:
     """Run ``config`` and return its history, final per-client accuracies and totals (plain data).
     ``clients`` runs the client steps (default: in this process, ``IN_PROCESS``; Flower:
@@ -96,6 +98,11 @@ def simulate(
     ``config.seed`` for the run and restored afterwards, so a run depends on its config alone,
     not on what ran before it in the same process.
 
+    With ``checkpoints`` (in-process clients only: Flower's clients keep their own states) the run
+    saves its state every ``checkpoints.every_seconds`` and, when a saved state exists, resumes
+    from it; the outcome then says so (``resumed_after_round``, and ``seconds_before``: the wall
+    time of the sessions before this one).
+
     A run whose training loss or weights become non-finite stops with :class:`RunDiverged`
     (the round and the history so far).
     """
@@ -103,11 +110,12 @@ def simulate(
     with torch.random.fork_rng(devices=cuda_devices()), reproducible(device):
         torch.manual_seed(int(np.random.default_rng([config.seed, 5]).integers(2**62)))
         return _simulate(config, data or build_federated_data(config.data, config.seed),
-                         device, progress, clients)
+                         device, progress, clients, checkpoints)
 
 
 def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.device, progress: bool,
-              clients=None) -> dict:
+              clients=None, checkpoints: Checkpoints | None = None) -> dict:
+    began = time.perf_counter()
     clients = clients or IN_PROCESS
     ctx = Context(data=data, model_name=config.model, train=config.train, device=device, seed=config.seed)
     algorithm = algorithm_class(config.algorithm)(algorithm_config(config.algorithm, config.algorithm_params), ctx)
@@ -115,7 +123,12 @@ def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.devic
     global_test = _global_test_indices(data, config)
     history = []
     totals = {"train_seconds": 0.0, "bytes_up": 0, "bytes_down": 0}
-    bar = tqdm(range(1, config.rounds + 1), desc=f"{config.algorithm} {config.data.dataset}",
+    resumed = checkpoints.load(ctx) if checkpoints else None
+    if resumed:
+        algorithm, history, totals = resumed.algorithm, resumed.history, resumed.totals
+        restore_generators(sampler, resumed)
+    first = resumed.round + 1 if resumed else 1
+    bar = tqdm(range(first, config.rounds + 1), desc=f"{config.algorithm} {config.data.dataset}",
                disable=not progress, leave=False)
     for round_index in bar:
         try:
@@ -134,7 +147,26 @@ def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.devic
                 bar.set_postfix(alma=f"{row['alma']:.3f}")
         except (NonFiniteLoss, DivergedError) as error:  # a client's loss, or a model's weights, became non-finite
             raise RunDiverged(str(error), round_index, history) from error
-    return {"history": history, "client_accuracies": history[-1]["client_accuracies"], "totals": totals}
+        if checkpoints and checkpoints.due() and round_index < config.rounds:
+            checkpoints.save(run_state(checkpoints.key, round_index, algorithm, history, totals, sampler,
+                                       (resumed.seconds if resumed else 0.0) + time.perf_counter() - began))
+    outcome = {"history": history, "client_accuracies": history[-1]["client_accuracies"], "totals": totals}
+    return {**outcome, "resumed_after_round": resumed.round, "seconds_before": resumed.seconds} if resumed else outcome
+
+
+def run_state(key: str, round_index: int, algorithm, history: list, totals: dict, sampler, seconds: float) -> RunState:
+    """What a run's next round starts from (see fedkd_core.checkpoint)."""
+    return RunState(key=key, round=round_index, algorithm=algorithm, history=history, totals=totals,
+                    sampler=sampler.bit_generator.state, torch_rng=torch.get_rng_state(),
+                    cuda_rng=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [], seconds=seconds)
+
+
+def restore_generators(sampler, state: RunState) -> None:
+    """Put the client sampler and torch's global generators where ``state`` left them."""
+    sampler.bit_generator.state = state.sampler
+    torch.set_rng_state(state.torch_rng)
+    if state.cuda_rng:
+        torch.cuda.set_rng_state_all(state.cuda_rng)
 
 
 class InProcessClients:

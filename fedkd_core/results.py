@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .checkpoint import DEFAULT_EVERY_SECONDS, Checkpoints
+from .claims import state_path
 from .cpuinfo import CPUINFO, cpu_description
 from .experiment import ExperimentConfig, RunDiverged, default_device, simulate
 from .precision import execution_settings, precision_name, use_bf16
@@ -310,13 +312,15 @@ def outcome_record(config: ExperimentConfig, outcome: dict, seconds: float, devi
     """The record of a run of ``config`` that ``experiment.simulate`` (or another engine, named
     in ``environment.engine``) returned as ``outcome`` after ``seconds``."""
     env = environment(device, use_bf16(config.train.mixed_precision, device))
+    resumed = {"resumed_after_round": outcome["resumed_after_round"]} if "resumed_after_round" in outcome else {}
     return RunRecord(
         config=config.resolved(),
         key=config_hash(config),
         history=outcome["history"],
         client_accuracies=outcome["client_accuracies"],
-        timings={"total_seconds": seconds,
+        timings={"total_seconds": seconds + outcome.get("seconds_before", 0.0),  # every session of a resumed run
                  **outcome["totals"],  # train seconds and bytes over every round, evaluated or not
+                 **resumed,
                  "finished": time.strftime("%Y-%m-%dT%H:%M:%S")},
         environment={**env, "engine": engine} if engine else env,
         profile=profile,
@@ -324,12 +328,17 @@ def outcome_record(config: ExperimentConfig, outcome: dict, seconds: float, devi
 
 
 def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = True,
-                   profile: str = "custom", progress: bool = True, data=None) -> RunRecord:
+                   profile: str = "custom", progress: bool = True, data=None,
+                   checkpoint_every: float = DEFAULT_EVERY_SECONDS) -> RunRecord:
     """The record of ``config``: loaded when stored (and ``use_cache``), else simulated and saved.
 
     A run that diverges is a result too: its :class:`Divergence` is saved beside the records and
     :class:`RunDiverged` raised, now and (with ``use_cache``) whenever the config is asked for
     again, without running it again.
+
+    A run saves its state every ``checkpoint_every`` seconds beside its claim (fedkd_core.checkpoint);
+    asked for again after an interruption, it resumes from there with the numbers an uninterrupted
+    run gives. The state is deleted once the record (or divergence) is written.
     """
     if use_cache and (stored := load_record(config, root)) is not None:
         return stored
@@ -337,15 +346,19 @@ def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = Tru
         raise RunDiverged(f"{diverged.error} (stored: {divergence_path(config, diverged.profile, root)}; "
                           "delete that file to run it again)", diverged.round, diverged.history)
     check_writable(record_path(config, profile, root).parent)
+    checkpoints = Checkpoints(state_path(results_dir(root), profile, config_hash(config)), config_hash(config),
+                              checkpoint_every)
     start = time.perf_counter()
     device = default_device()
     try:
-        outcome = simulate(config, data=data, device=device, progress=progress)
+        outcome = simulate(config, data=data, device=device, progress=progress, checkpoints=checkpoints)
     except RunDiverged as error:
         save_divergence(divergence_of(config, error, time.perf_counter() - start, device, profile), root)
+        checkpoints.delete()
         raise
     record = outcome_record(config, outcome, time.perf_counter() - start, device, profile)
     file_record(record, root)
+    checkpoints.delete()
     return record
 
 

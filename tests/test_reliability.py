@@ -181,3 +181,55 @@ def test_a_killed_worker_is_named_with_the_run_it_held(capsys):
     out = capsys.readouterr()
     assert (f"FAILED worker {worker.pid} stopped (killed by SIGKILL" in out.out + out.err
             and "while running fedavg mnist dirichlet(alpha=0.5) 2 clients seed=0: run the sweep again" in out.out + out.err)
+
+
+# --- a run interrupted mid-way resumes from its checkpoint, bit for bit --------------------------
+
+class Interrupted(Exception):
+    """A machine or job that stops mid-run."""
+
+
+def interrupt_in_round(monkeypatch, stop_round: int) -> None:
+    from fedkd_core import experiment
+
+    run_round = experiment._run_round
+
+    def stopping(algorithm, round_index, *args):
+        if round_index == stop_round:
+            raise Interrupted(f"stopped in round {round_index}")
+        return run_round(algorithm, round_index, *args)
+
+    monkeypatch.setattr(experiment, "_run_round", stopping)
+
+
+def without_wall_time(history: list) -> list:
+    return [{k: v for k, v in row.items() if k != "seconds"} for row in history]
+
+
+RESUMED = ExperimentConfig(
+    data=DataConfig("mnist", num_clients=3, samples_per_client=40, transfer_size=40, local_test_size=20),
+    train=TrainConfig(epochs=1, batch_size=16, mixed_precision=False), rounds=4, participation=0.67,
+    global_test_size=60, seed=1)
+
+
+@pytest.mark.parametrize("algorithm", sorted(__import__("fedkd_core.algorithms", fromlist=["ALGORITHMS"]).ALGORITHMS))
+def test_a_run_interrupted_after_round_2_resumes_with_the_numbers_of_an_uninterrupted_run(algorithm, tmp_path,
+                                                                                          monkeypatch):
+    from dataclasses import replace
+
+    from fedkd_core.claims import state_path
+
+    config = replace(RESUMED, algorithm=algorithm)
+    whole = results.run_experiment(config, root=tmp_path / "whole", progress=False)
+    with monkeypatch.context() as patch:
+        interrupt_in_round(patch, 3)
+        with pytest.raises(Interrupted):
+            results.run_experiment(config, root=tmp_path / "cut", progress=False, checkpoint_every=0)
+    state = state_path(tmp_path / "cut", "custom", results.config_hash(config))
+    assert state.exists() and results.load_record(config, tmp_path / "cut") is None
+    resumed = results.run_experiment(config, root=tmp_path / "cut", progress=False, checkpoint_every=0)
+    assert resumed.timings["resumed_after_round"] == 2 and "resumed_after_round" not in whole.timings
+    assert without_wall_time(resumed.history) == without_wall_time(whole.history)
+    assert {k: resumed.timings[k] for k in ("bytes_up", "bytes_down")} == \
+        {k: whole.timings[k] for k in ("bytes_up", "bytes_down")}
+    assert not state.exists()  # deleted once the record is written
