@@ -21,14 +21,16 @@ Randomness is per (seed, round, client) (fedkd_core.randomness), so the numbers 
 in-process run's, with any number of Ray workers. The core never imports this module.
 
 Faults: a client that raises, or does not answer within ``timeout`` seconds, stops the run with
-an error naming the client(s) and the reason (no retry: a retried client step would draw its
+an error naming the client(s) and the reason (a reply is matched to the message it answers: for a
+SuperNode that has gone, the SuperLink itself sends the error) (no retry: a retried client step would draw its
 randomness again and the run would no longer equal the in-process one). Ray that cannot start
 is reported with the usual causes and their fixes.
 
 Divergence is a result, not a fault, as in-process: a client whose training loss (or model)
 becomes non-finite answers so, the run stops with ``experiment.RunDiverged`` (its round and the
 history so far), the other configs of the simulation go on, and the command stores it as a
-``.diverged.json`` beside the records (``results.Divergence``).
+``.diverged.json`` beside the records (``results.Divergence``). The command saves each config's
+record (or divergence) as that config finishes, so a fault in a later one loses no finished run.
 """
 
 from __future__ import annotations
