@@ -59,6 +59,8 @@ def test_every_chapter_has_a_parameters_cell_and_profiles(chapter):
     ({"algorithms": "fedsgd"}, "algorithm must be one of"),
     ({"samples_per_client": 20_000}, "samples_per_client"),
     ({"alpha": 0.1}, "unknown parameter(s) 'alpha' (did you mean 'alphas'?)"),
+    ({"seeds": "abc"}, "parameter 'seeds' must be an integer (got 'abc', a str)"),
+    ({"local_epochs": 0}, "parameter 'local_epochs' must be >= 1: with no local epoch the clients never train"),
 ])
 def test_bad_parameters_through_papermill_give_one_clear_error(tmp_path, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError) as error:
