@@ -39,8 +39,8 @@ from . import claims
 from .chapters import chapter_module, chapter_params, experiments_to_run
 from .chapters.robustness import sweep_order as robustness_grid
 from .experiment import RunDiverged, default_device
-from .results import (RecordError, ResultsNotWritable, check_writable, config_hash, device_name, is_finished, load_divergence,
-                      load_record, results_dir, run_experiment)
+from .results import (RecordError, ResultsNotWritable, check_writable, config_hash, device_name, is_finished,
+                      load_divergence, load_record, results_dir, run_experiment)
 
 
 def describe(config) -> str:
@@ -330,9 +330,10 @@ def stopped_line(pid: int, exitcode: int, run: str | None) -> str:
     """What the sweep says of worker ``pid`` that stopped with ``exitcode`` without reporting a
     failure, ``run`` the run it had started (None: it held none)."""
     how = f"killed by {signal.Signals(-exitcode).name}" if exitcode < 0 else f"exit code {exitcode}"
+    if exitcode == -signal.SIGKILL:
+        how += ": the out-of-memory killer, unless you or a job limit sent it"
     held = f"while running {' '.join(run.split())}" if run else "holding no run it had reported"
-    return (f"FAILED worker {pid} stopped ({how}; SIGKILL without a kill of yours is often the out-of-memory killer) "
-            f"{held}: run the sweep again to rerun it (its claim is taken over)")
+    return f"FAILED worker {pid} stopped ({how}) {held}: run the sweep again to rerun it (its claim is taken over)"
 
 
 def variant_lines(chapter: str, params, variants: tuple[str, ...], done: list) -> list[str]:
