@@ -71,7 +71,7 @@ def show_comparison(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str], ti
                     key_names: dict | None = None) -> pd.DataFrame:
     """Display, under ``title``, the paper's cells beside ours from :func:`mean_std_per_profile`
     in the paper's layout (:func:`fedkd_core.tables.paper_layout`: ``method``, the key naming the
-    methods, by default the last of ``keys``; ``rows``, by default the method; ``columns``, by
+    methods, by default the last of ``keys`` ("" for none); ``rows``, by default the method; ``columns``, by
     default the other keys; ``baseline``, the method whose gain the reduced scale compares;
     ``key_names`` relabels the keys); ``names`` relabels values for display. Returns the whole
     comparison."""
@@ -83,10 +83,10 @@ def show_comparison(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str], ti
     ran = table[table.seeds > 0]
     display(Markdown(f"**{title}** — {len(ran[keys].drop_duplicates())} of {len(paper)} of the paper's cells run"))
     if len(ran):
-        method = method or keys[-1]
+        method = keys[-1] if method is None else method or None  # "" : no method key (a sensitivity table)
         rows = rows or [method]
         columns = columns or [k for k in keys if k not in rows]
-        baseline_name = names.get(method, {}).get(baseline, baseline) if baseline else None
+        baseline_name = names.get(method, {}).get(baseline, baseline) if baseline and method else None
         display(HTML(paper_layout(table.replace(names), rows, columns, method=method, baseline=baseline_name,
                                   names=key_names, digits=digits)))
     return table
@@ -136,6 +136,31 @@ def parameters_table(params) -> pd.DataFrame:
     table = pd.DataFrame({"value": [str(v) for v in values.values()]}, index=pd.Index(list(values), name="parameter"))
     table.columns = [f"profile: {getattr(params, 'profile', '?')}"]
     return table
+
+
+def record_values(records, path: str, by: str | None = None) -> str:
+    """The values of config field ``path`` ("data.num_clients", "algorithm_params.lam") over
+    ``records``, as the hyperparameter table of the numbers shown states them: "20", or "15, 30";
+    with ``by`` (a config field such as "data.dataset"), per value of it: "mnist 15 / cifar10 30".
+    A field a record lacks is left out; "—" when no record has it."""
+    def value(record, field):
+        node = record.config
+        for part in field.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    def joined(group) -> str:
+        found = sorted({value(r, path) for r in group if value(r, path) is not None}, key=str)
+        return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in found) or "—"
+
+    if by is None:
+        return joined(records)
+    groups: dict = {}
+    for record in records:
+        groups.setdefault(value(record, by), []).append(record)
+    return " / ".join(f"{key} {joined(group)}" for key, group in groups.items()) or "—"
 
 
 def parse_list(text: str | float | int, cast, name: str) -> list:

@@ -99,13 +99,12 @@ AGREES, DISAGREES, PARTLY, NOT_RUN = "fedkd-agrees", "fedkd-disagrees", "fedkd-p
 PAPER_SCALE = "paper"
 
 
-def ranks(table: pd.DataFrame, keys: list[str], method: str, value: str) -> pd.Series:
-    """Rank of each row's ``value`` (1 = highest) among the methods of its column (the rows that
-    share every key but ``method``); NaN where ``value`` is missing."""
-    others = [k for k in keys if k != method]
+def ranks(table: pd.DataFrame, group: list[str], value: str) -> pd.Series:
+    """Rank of each row's ``value`` (1 = highest) among the rows that share the ``group`` keys
+    (the methods of one column of the paper's table); NaN where ``value`` is missing."""
     scored = table[value].where(table[value].notna())
-    return scored.groupby([table[k] for k in others], dropna=False).rank(ascending=False, method="min") \
-        if others else scored.rank(ascending=False, method="min")
+    return scored.groupby([table[k] for k in group], dropna=False).rank(ascending=False, method="min") \
+        if group else scored.rank(ascending=False, method="min")
 
 
 def gains(table: pd.DataFrame, keys: list[str], method: str, value: str, baseline: str) -> pd.Series:
@@ -121,14 +120,17 @@ def gains(table: pd.DataFrame, keys: list[str], method: str, value: str, baselin
     return table[value] - np.asarray(reference, dtype=float)
 
 
-def scored(table: pd.DataFrame, keys: list[str], method: str, baseline: str | None) -> pd.DataFrame:
-    """A compare_with_paper table (with its ``mean_paper`` and ``mean_ours``) with each method's
-    rank in its column and gain over ``baseline``, ours and the paper's, over the methods both ran."""
+def scored(table: pd.DataFrame, keys: list[str], method: str | None, baseline: str | None,
+           columns: list[str]) -> pd.DataFrame:
+    """A compare_with_paper table (with its ``mean_paper`` and ``mean_ours``) with each row's rank
+    among the methods of its column (the keys but ``method``; without a ``method``, the rows of a
+    column of ``columns``) and gain over ``baseline``, ours and the paper's, over the rows both ran."""
     both = table["mean_ours"].notna() & table["mean_paper"].notna()
     shared = table[both].copy()
+    group = [k for k in keys if k != method] if method else columns
     for side in ("ours", "paper"):
-        shared[f"rank_{side}"] = ranks(shared, keys, method, f"mean_{side}")
-        shared[f"gain_{side}"] = (gains(shared, keys, method, f"mean_{side}", baseline) if baseline
+        shared[f"rank_{side}"] = ranks(shared, group, f"mean_{side}")
+        shared[f"gain_{side}"] = (gains(shared, keys, method, f"mean_{side}", baseline) if baseline and method
                                   else np.nan)
     return table.join(shared[[c for c in shared.columns if c.startswith(("rank_", "gain_"))]])
 
@@ -146,7 +148,7 @@ def cell_html(row, at_paper_scale: bool, baseline: str | None, method: str, digi
         return css, f"{ours}<br><small>paper {escape(row.paper)}; Δ {difference:+.{digits}f}</small>"
     rank = f"#{int(row.rank_ours)} <small>(paper #{int(row.rank_paper)})</small>"
     same_rank = row.rank_ours == row.rank_paper
-    if not baseline or getattr(row, method) == baseline or missing(row.gain_ours):
+    if not baseline or not method or getattr(row, method) == baseline or missing(row.gain_ours):
         return (AGREES if same_rank else DISAGREES), f"{ours}<br>{rank}"
     gain = (f"<br><small>vs {escape(baseline)} {row.gain_ours:+.{digits}f} "
             f"(paper {row.gain_paper:+.{digits}f})</small>")
@@ -178,11 +180,13 @@ def legend(at_paper_scale: bool, baseline: str | None) -> str:
 
 def header_text(key_names: dict, keys: list[str], values) -> str:
     values = values if isinstance(values, tuple) else (values,)
-    return ", ".join(f"{key_names.get(k, k)} {cell_text(v, 2).rstrip('0').rstrip('.') if isinstance(v, float) else v}"
-                     for k, v in zip(keys, values))
+    def value(v) -> str:
+        return cell_text(v, 2).rstrip("0").rstrip(".") if isinstance(v, float) else str(v)
+
+    return ", ".join(f"{key_names.get(k, k)} {value(v)}".strip() for k, v in zip(keys, values))
 
 
-def paper_layout(table: pd.DataFrame, rows: list[str], columns: list[str], method: str,
+def paper_layout(table: pd.DataFrame, rows: list[str], columns: list[str], method: str | None,
                  baseline: str | None = None, names: dict | None = None, digits: int = 1) -> str:
     """A :func:`fedkd_core.report.compare_with_paper` table as HTML in the paper's layout: one
     table per profile that ran a cell, ``rows`` as rows (the methods, or the settings where the
@@ -196,7 +200,7 @@ def paper_layout(table: pd.DataFrame, rows: list[str], columns: list[str], metho
         at_paper_scale = profile == PAPER_SCALE
         ran = group[columns].drop_duplicates()
         unrun = table[table["mean_ours"].isna()].merge(ran, on=columns)
-        block = scored(pd.concat([group, unrun], ignore_index=True), keys, method, baseline)
+        block = scored(pd.concat([group, unrun], ignore_index=True), keys, method, baseline, columns)
         header = [header_text(names, columns, tuple(v)) for v in ran.itertuples(index=False)]
         lines = []
         for row_key, row_group in block.groupby(rows, sort=False):

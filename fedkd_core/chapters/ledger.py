@@ -195,14 +195,30 @@ def verdict_counts(table: pd.DataFrame) -> pd.DataFrame:
                              sort=False)
 
 
+CLAIMS_COLUMNS = ["chapter", "claim", "verdict", "effect (points) [95% interval]", "cells", "the paper's tables",
+                  "robustness"]
+
+
 def linked_table(table: pd.DataFrame) -> str:
-    """The ledger as an HTML table whose claims link to the chapter sections that compute them
-    (all text escaped: claims contain characters such as '|' and '>')."""
-    linked = table.assign(claim=[f'<a href="./{escape(section)}">{escape(claim)}</a>'
-                                 for claim, section in zip(table.claim, table.section)])
-    for column in linked.columns.drop(["claim", "section"]):
-        linked[column] = linked[column].map(lambda value: escape(str(value)))
-    return linked.drop(columns="section").to_html(index=False, escape=False, classes="ledger")
+    """The ledger as the Claims page's HTML table: per claim, linked to the table in its chapter
+    that it rests on (:func:`claim_anchor`), its verdict, effect, cells, the paper's verdict and
+    robustness; the scale, records, a best round that differs and the note in small print under
+    the claim, so that the table fits the content column (all text escaped: claims contain
+    characters such as '|' and '>')."""
+    from ..tables import TABLE_CLASS
+
+    lines = []
+    for _, row in table.iterrows():
+        page = row.section.split("#", 1)[0]
+        details = [f"scale: {row.scale}", f"records: {row.evidence}",
+                   f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else "", row.note]
+        small = "".join(f"<br><small>{escape(str(d))}</small>" for d in details if d and d != "scale: —")
+        claim = f'<a href="./{escape(page)}{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
+        cells = [escape(row.chapter), claim, f"<b>{escape(row.verdict)}</b>", escape(row.effect), escape(row.cells),
+                 escape(row.paper), escape(str(row.get("robustness", "—")))]
+        lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{escape(c)}</th>" for c in CLAIMS_COLUMNS)
+    return f'<table class="{TABLE_CLASS} ledger"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table>'
 
 
 # --- a chapter's own rows, at the top of the chapter ----------------------------------------------
