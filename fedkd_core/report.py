@@ -152,7 +152,9 @@ def record_values(records, path: str, by: str | None = None) -> str:
         return node
 
     def joined(group) -> str:
-        found = sorted({value(r, path) for r in group if value(r, path) is not None}, key=str)
+        found = {value(r, path) for r in group if value(r, path) is not None}
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in found)
+        found = sorted(found) if numeric else sorted(found, key=str)
         return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in found) or "—"
 
     if by is None:

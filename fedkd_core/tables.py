@@ -178,12 +178,14 @@ def legend(at_paper_scale: bool, baseline: str | None) -> str:
     return head + "<br>" + " &nbsp; ".join(parts)
 
 
+def key_text(value) -> str:
+    """A setting as a header shows it: 0.1 not 0.10, 100 not 100.0."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def header_text(key_names: dict, keys: list[str], values) -> str:
     values = values if isinstance(values, tuple) else (values,)
-    def value(v) -> str:
-        return cell_text(v, 2).rstrip("0").rstrip(".") if isinstance(v, float) else str(v)
-
-    return ", ".join(f"{key_names.get(k, k)} {value(v)}".strip() for k, v in zip(keys, values))
+    return ", ".join(f"{key_names.get(k, k)} {key_text(v)}".strip() for k, v in zip(keys, values))
 
 
 def paper_layout(table: pd.DataFrame, rows: list[str], columns: list[str], method: str | None,
@@ -209,8 +211,9 @@ def paper_layout(table: pd.DataFrame, rows: list[str], columns: list[str], metho
                      for r in row_group.itertuples(index=False)}
             tds = "".join((lambda css, text: f'<td class="{css}">{text}</td>')(*cells.get(tuple(v), (NOT_RUN, DASH)))
                           for v in ran.itertuples(index=False))
-            lines.append("<tr>" + "".join(f"<th>{escape(cell_text(v, 2))}</th>" for v in row_key) + tds + "</tr>")
-        head = "".join(f"<th>{escape(names.get(r, r))}</th>" for r in rows) + "".join(f"<th>{escape(h)}</th>" for h in header)
+            lines.append("<tr>" + "".join(f'<th class="fedkd-key">{escape(key_text(v))}</th>' for v in row_key)
+                         + tds + "</tr>")
+        head = "".join(f'<th class="fedkd-key">{escape(names.get(r, r))}</th>' for r in rows) + "".join(f"<th>{escape(h)}</th>" for h in header)
         rounds = ", ".join(sorted({str(r) for r in group.get("rounds", pd.Series(dtype=str)) if r}))
         seeds = group.seeds.astype(int)
         caption = (f"profile <b>{escape(profile)}</b>{f', {escape(rounds)} rounds' if rounds else ''}, "

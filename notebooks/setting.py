@@ -89,7 +89,7 @@ splits = {
     "pathological, 2 classes": partition.pathological(labels, 10, 2, seed=0),
     "step, 2 major classes": partition.step(labels, 10, seed=0),
 }
-fig, axes = plt.subplots(1, len(splits), figsize=(4 * len(splits), 3.6), sharey=True)
+fig, axes = plots.grid(len(splits), height=3.4)
 for ax, (name, parts) in zip(axes, splits.items()):
     plots.label_bubbles(partition.class_histograms(labels, parts, 10), ax, name)
 fig.tight_layout()

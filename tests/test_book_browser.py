@@ -44,9 +44,11 @@ window.addEventListener("load", () => setTimeout(() => {
   const overflow = article.scrollWidth - article.clientWidth;
   const math = document.querySelectorAll("mjx-container").length;
   const nan = (text.match(/\\bnan\\b/gi) || []).length;
-  const column = article.clientWidth;
-  const wide = [...article.querySelectorAll("table")].map(t => t.getBoundingClientRect().width)
-    .filter(w => w > column + 1).map(Math.round);
+  const paragraph = article.querySelector("section p") || article;  // the text column, inside the article's padding
+  const column = paragraph.clientWidth;
+  const wide = [...article.querySelectorAll("table")].map(t => [t.getBoundingClientRect().width,
+      (t.querySelector("th") || t).innerText.slice(0, 40)])
+    .filter(([w]) => w > column + 1).map(([w, head]) => `${Math.round(w)} px (${head})`);
   const small = [...article.querySelectorAll("img")].filter(i => i.naturalWidth > 0)
     .map(i => i.getBoundingClientRect().width / i.naturalWidth).filter(r => r < 0.72).map(r => r.toFixed(2));
   const verdict = document.getElementById("verdict");
@@ -77,8 +79,8 @@ def check_page(page: Path, profile: Path) -> dict:
 def smoke_book(tmp_path_factory) -> Path:
     """The book, built from every chapter executed with its smoke defaults."""
     source = tmp_path_factory.mktemp("book")
-    for name in ("_config.yml", "_toc.yml", "intro.md"):
-        shutil.copy(ROOT / "book" / name, source / name)
+    for path in [ROOT / "book" / "_config.yml", ROOT / "book" / "_toc.yml", *(ROOT / "book").glob("*.md")]:
+        shutil.copy(path, source / path.name)
     shutil.copytree(ROOT / "book" / "_static", source / "_static")
     (source / "chapters").mkdir()
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
@@ -95,7 +97,7 @@ def smoke_book(tmp_path_factory) -> Path:
 
 
 def pages(html: Path) -> list[Path]:
-    return [html / "intro.html", *sorted((html / "chapters").glob("*.html"))]
+    return [html / "intro.html", html / "performance.html", *sorted((html / "chapters").glob("*.html"))]
 
 
 def test_the_book_ships_mathjax(smoke_book):

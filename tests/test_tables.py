@@ -44,10 +44,10 @@ def test_reduced_scale_compares_ranks_and_gains_over_the_baseline():
                                names={"alpha": "α"})
     assert "Δ" not in text and "α 0.1" in text
     # B is #1 for us (55.0), #2 in the paper (82.0 < 85.0); its gain over FedAvg +5.0 vs the paper's +2.0
-    row_b = text.split("<th>B</th>")[1].split("</tr>")[0]
+    row_b = text.split(">B</th>")[1].split("</tr>")[0]
     assert "#1" in row_b and "paper #2" in row_b and "+5.0" in row_b and "+2.0" in row_b
     assert tables.PARTLY in row_b  # another rank, same sign of the gain
-    row_a = text.split("<th>A</th>")[1].split("</tr>")[0]
+    row_a = text.split(">A</th>")[1].split("</tr>")[0]
     assert "#2" in row_a and tables.PARTLY in row_a
     assert "same rank as in the paper" in text and "rank among the methods" in text
 
