@@ -138,8 +138,10 @@ def claim_verdicts(page: Path, claim_column: str, verdict_column: str) -> dict[s
             claim_at, verdict_at = header.index(claim_column), header.index(verdict_column)
             rows = [tr.find_all("td") for tr in table.find_all("tr")[1:]]
             # a claim cell may carry small print under the claim: its link text is the claim
-            return {(cells[claim_at].find("a") or cells[claim_at]).get_text(" ", strip=True):
-                    cells[verdict_at].get_text(" ", strip=True) for cells in rows if cells}
+            def text(cell) -> str:  # Sphinx's smart quotes turn a markdown "'" into "’"
+                return cell.get_text(" ", strip=True).replace("’", "'").replace("‘", "'")
+
+            return {text(cells[claim_at].find("a") or cells[claim_at]): text(cells[verdict_at]) for cells in rows if cells}
     return {}
 
 
