@@ -182,5 +182,5 @@ if flags:
 # classes it trains on, so a purely local model scores well on it while the averaged model has
 # to serve every client at once; as $\alpha$ grows the clients' tasks become alike and averaging
 # wins. This is the tension every personalised distillation method in this book tries to resolve.
-# The smoke profile is far too short to show it reliably; read the quick or paper profile in the
-# built book.
+# A run of the smoke profile (seconds, for CI) is far too short to show it reliably; the quick
+# profile (`make book`) and the paper profile are long enough.
