@@ -5,6 +5,51 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+# The book's figures: at most 9.4 inches wide at 100 dpi, so that the 676 px content column at
+# 1280 px shows them at 72% or more of their size and 12 pt text stays at least 12 px on screen
+# (tests/test_book_browser.py checks the scale); legends outside the data.
+BOOK_STYLE = {"figure.dpi": 100, "savefig.dpi": 100, "font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12,
+              "xtick.labelsize": 11, "ytick.labelsize": 11, "legend.fontsize": 11, "figure.titlesize": 13}
+MAX_WIDTH = 9.4  # inches
+# Metrics as a reader names them.
+METRIC_LABELS = {"alma": "ALMA (%)", "global_acc": "global accuracy (%)", "local_acc": "local accuracy (%)",
+                 "client_acc_std": "std across clients (%)"}
+
+
+def use_book_style() -> None:
+    """Set matplotlib's defaults to :data:`BOOK_STYLE` (each chapter calls it once)."""
+    import matplotlib
+
+    matplotlib.rcParams.update(BOOK_STYLE)
+
+
+def grid(panels: int, height: float = 3.2, per_row: int = 3):
+    """A figure of ``panels`` panels, at most ``per_row`` (3) a row, no wider than
+    :data:`MAX_WIDTH`; returns the figure and its used axes as a flat list (extra axes hidden)."""
+    import matplotlib.pyplot as plt
+
+    columns = max(1, min(per_row, panels))
+    rows = -(-max(panels, 1) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(min(MAX_WIDTH, 3.1 * columns + 0.8), height * rows),
+                             squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[panels:]:
+        ax.set_visible(False)
+    return fig, flat[:panels]
+
+
+def legend_below(fig, ax) -> None:
+    """One legend for the whole figure, under its panels (outside the data), from ``ax``'s lines;
+    every panel's own legend removed."""
+    handles, labels = ax.get_legend_handles_labels()
+    for axis in fig.axes:
+        if axis.get_legend() is not None:
+            axis.get_legend().remove()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), frameon=False,
+                   bbox_to_anchor=(0.5, 0.0))
+        fig.tight_layout(rect=(0, 0.08 + 0.05 * ((len(labels) - 1) // 5), 1, 1))
+
 
 def label_bubbles(histograms: np.ndarray, ax, title: str = "") -> None:
     """Clients on x, classes on y, bubble area proportional to the sample count (KnFu Fig. 2)."""
@@ -13,7 +58,6 @@ def label_bubbles(histograms: np.ndarray, ax, title: str = "") -> None:
     ax.scatter(clients.ravel(), classes.ravel(), s=sizes.ravel(), color="tab:red", alpha=0.6, edgecolors="none")
     ax.set(xlabel="client", ylabel="class", title=title,
            xticks=range(histograms.shape[0]), yticks=range(histograms.shape[1]))
-    ax.tick_params(axis="x", labelsize=7)
 
 
 def weight_heatmap(matrix: np.ndarray, ax, title: str = "", fmt: str = ".2f") -> None:
@@ -23,13 +67,24 @@ def weight_heatmap(matrix: np.ndarray, ax, title: str = "", fmt: str = ".2f") ->
     ax.set(title=title, xlabel="source client m", ylabel="receiving client n")
 
 
-def learning_curves(history: pd.DataFrame, ax, y: str = "alma", hue: str = "algorithm", title: str = "") -> None:
-    """Mean over seeds with a ± 1 std band, in percent."""
+def learning_curves(history: pd.DataFrame, ax, y: str = "alma", hue: str = "algorithm", title: str = "",
+                    highlight: str | None = None) -> None:
+    """Mean over seeds with a ± 1 std band, in percent, the y axis named as a reader would
+    (:data:`METRIC_LABELS`); ``highlight`` (the paper's own method) drawn thick and on top."""
     import seaborn as sns
 
     frame = history.assign(**{y: history[y] * 100})
     sns.lineplot(data=frame, x="round", y=y, hue=hue, errorbar="sd", ax=ax, marker="o", markersize=3)
-    ax.set(title=title, ylabel=f"{y} (%)")
+    if highlight is not None:
+        for line in ax.get_lines():
+            if line.get_label() == highlight:
+                line.set(linewidth=3.0, zorder=5)
+        legend = ax.get_legend()
+        for handle, text in zip(legend.legend_handles if legend else [], legend.get_texts() if legend else []):
+            if text.get_text() == highlight:
+                handle.set_linewidth(3.0)
+                text.set_fontweight("bold")
+    ax.set(title=title, xlabel="round", ylabel=METRIC_LABELS.get(y, y))
 
 
 def claim_effects(rows: pd.DataFrame, ax, reading: str, title: str = "") -> None:
@@ -67,18 +122,20 @@ def cell_verdicts(table: pd.DataFrame, title: str = ""):
         return None
     claims = list(dict.fromkeys(table.claim))
     cells = list(dict.fromkeys(table.cell))
-    grid = table.pivot_table(index="claim", columns="cell", values="effect").reindex(index=claims, columns=cells)
+    grid = table.pivot_table(index="cell", columns="claim", values="effect").reindex(index=cells, columns=claims)
     marks = table.set_index(["claim", "cell"])
     limit = max(1.0, float(np.nanmax(np.abs(grid.to_numpy()))))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.62 * len(cells) + 3.2), 0.55 * len(claims) + 1.9))
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH, 1.5 * len(claims) + 3.0), 0.42 * len(cells) + 2.6))
     ax.imshow(grid.to_numpy(), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
-    for i, claim in enumerate(claims):
-        for j, cell in enumerate(cells):
+    for j, claim in enumerate(claims):
+        for i, cell in enumerate(cells):
             if (claim, cell) in marks.index:
                 row = marks.loc[(claim, cell)]
-                ax.text(j, i, f"{OUTCOME_MARKS[row.outcome]}\n{row.effect:+.1f}", ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(cells)), cells, rotation=60, ha="right", fontsize=8)
-    ax.set_yticks(range(len(claims)), ["\n".join(textwrap.wrap(c, 34)) for c in claims], fontsize=8)
-    ax.set_title(title or "effect per cell (points): ✓ holds, ✗ reversed, · inconclusive (95% interval)", fontsize=9)
+                ax.text(j, i, f"{OUTCOME_MARKS[row.outcome]} {row.effect:+.1f}", ha="center", va="center", fontsize=11)
+    ax.set_yticks(range(len(cells)), cells)
+    ax.set_xticks(range(len(claims)), ["\n".join(textwrap.wrap(c, 16)) for c in claims])
+    ax.xaxis.tick_top()
+    ax.set_title("\n".join(textwrap.wrap(title or "effect per cell (points): ✓ holds, ✗ reversed, · inconclusive "
+                                                   "(95% interval)", 60)), fontsize=12)
     fig.tight_layout()
     return fig

@@ -66,24 +66,37 @@ def mean_std_per_profile(frame: pd.DataFrame, by: list[str], value: str) -> pd.D
 
 
 def show_comparison(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str], title: str, names: dict,
-                    digits: int = 1) -> pd.DataFrame:
+                    digits: int = 1, method: str | None = None, rows: list[str] | None = None,
+                    columns: list[str] | None = None, baseline: str | None = None,
+                    key_names: dict | None = None) -> pd.DataFrame:
     """Display, under ``title``, the paper's cells beside ours from :func:`mean_std_per_profile`
-    (the cells we ran, with the rounds behind them; ``names`` relabels values for display) and
-    return the whole comparison."""
-    from IPython.display import Markdown, display
+    in the paper's layout (:func:`fedkd_core.tables.paper_layout`: ``method``, the key naming the
+    methods, by default the last of ``keys`` ("" for none); ``rows``, by default the method; ``columns``, by
+    default the other keys; ``baseline``, the method whose gain the reduced scale compares;
+    ``key_names`` relabels the keys); ``names`` relabels values for display. Returns the whole
+    comparison."""
+    from IPython.display import HTML, Markdown, display
+
+    from .tables import paper_layout
 
     table = compare_with_paper(ours, paper, keys, digits)
     ran = table[table.seeds > 0]
-    display(Markdown(f"**{title}** — {len(ran[keys].drop_duplicates())} of {len(paper)} cells run"))
+    display(Markdown(f"**{title}** — {len(ran[keys].drop_duplicates())} of {len(paper)} of the paper's cells run"))
     if len(ran):
-        display(styled_comparison(ran.replace(names).reset_index(drop=True), digits))
+        method = keys[-1] if method is None else method or None  # "" : no method key (a sensitivity table)
+        rows = rows or [method]
+        columns = columns or [k for k in keys if k not in rows]
+        baseline_name = names.get(method, {}).get(baseline, baseline) if baseline and method else None
+        display(HTML(paper_layout(table.replace(names), rows, columns, method=method, baseline=baseline_name,
+                                  names=key_names, digits=digits)))
     return table
 
 
 def pm(mean: float, std: float, digits: int = 1) -> str:
-    if mean is None or np.isnan(mean):
-        return "—"
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+    """"88.1 ± 0.6"; "55.75 (no spread)" without a spread; "—" without a mean."""
+    from .tables import mean_spread
+
+    return mean_spread(mean, std, digits)
 
 
 def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str], digits: int = 1,
@@ -109,30 +122,8 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str],
         table["rounds"] = merged["rounds"].fillna("")
     table["agrees"] = [None if np.isnan(d) else bool(abs(d) <= s + tolerance)
                        for d, s in zip(difference, merged["std_paper"].fillna(0))]
+    table["mean_paper"], table["mean_ours"] = merged["mean_paper"], merged["mean_ours"]  # for tables.paper_layout
     return table
-
-
-AGREES = "background-color: #dcefdc"     # within the paper's spread + tolerance
-DISAGREES = "background-color: #f7dcc6"  # outside it
-NOT_RUN = "color: #8a8a8a"
-
-
-def styled_comparison(table: pd.DataFrame, digits: int = 1):
-    """A :func:`compare_with_paper` table as a pandas Styler: ``ours − paper`` green where it lies
-    within the paper's spread + 2 points and orange where not, rows without a run greyed, thin
-    column rules. The ``agrees`` column drives the colours and is hidden."""
-    def row_style(row: pd.Series) -> list[str]:
-        if row["agrees"] is None or (isinstance(row["agrees"], float) and np.isnan(row["agrees"])):
-            return [NOT_RUN] * len(row)
-        return [(AGREES if row["agrees"] else DISAGREES) if column == "ours − paper" else ""
-                for column in row.index]
-
-    return (table.style.apply(row_style, axis=1)
-            .format({"ours − paper": f"{{:+.{digits}f}}"}, na_rep="—")
-            .format_index(lambda v: f"{v:g}" if isinstance(v, float) else v, axis=0)
-            .hide(["agrees"], axis="columns")
-            .set_table_styles([{"selector": "th, td",
-                                "props": "border-left: 1px solid #ddd; padding: 2px 10px; white-space: nowrap;"}]))
 
 
 def markdown_list(lines: Sequence[str]) -> str:
@@ -145,6 +136,33 @@ def parameters_table(params) -> pd.DataFrame:
     table = pd.DataFrame({"value": [str(v) for v in values.values()]}, index=pd.Index(list(values), name="parameter"))
     table.columns = [f"profile: {getattr(params, 'profile', '?')}"]
     return table
+
+
+def record_values(records, path: str, by: str | None = None) -> str:
+    """The values of config field ``path`` ("data.num_clients", "algorithm_params.lam") over
+    ``records``, as the hyperparameter table of the numbers shown states them: "20", or "15, 30";
+    with ``by`` (a config field such as "data.dataset"), per value of it: "mnist 15 / cifar10 30".
+    A field a record lacks is left out; "—" when no record has it."""
+    def value(record, field):
+        node = record.config
+        for part in field.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    def joined(group) -> str:
+        found = {value(r, path) for r in group if value(r, path) is not None}
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in found)
+        found = sorted(found) if numeric else sorted(found, key=str)
+        return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in found) or "—"
+
+    if by is None:
+        return joined(records)
+    groups: dict = {}
+    for record in records:
+        groups.setdefault(value(record, by), []).append(record)
+    return " / ".join(f"{key} {joined(group)}" for key, group in groups.items()) or "—"
 
 
 def parse_list(text: str | float | int, cast, name: str) -> list:

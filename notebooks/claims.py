@@ -85,22 +85,23 @@ profile = "smoke"
 # %% tags=["remove-input"]
 from IPython.display import HTML, Markdown, display
 
-from fedkd_core import report
+from fedkd_core import plots, report, tables
 from fedkd_core.chapters import ledger, notebook_params
 
 params = notebook_params(ledger.Params, globals())
-display(report.parameters_table(params))
+plots.use_book_style()
+tables.show(report.parameters_table(params))
 
 # %% [markdown]
 # ## Every claim
 #
 # "verdict" and "effect": ours, on the final round, with the pooled 95% interval in points;
 # "cells": how many of the claim's cells hold, are reversed or are inconclusive on their own;
-# "paper": the same test on the paper's tables; "best round": the verdict on each run's best
-# round (⚑ where it differs); "scale": what our runs are; "evidence": the profile, runs, seeds and
-# rounds behind ours; "note": cells the gate left out or noted, and what more seeds would buy;
-# "robustness": the verdicts under the variants of the unstated choices (variants whose runs are
-# all committed). The claim links to the chapter section that computes it.
+# "the paper's tables": the same test on the paper's tables; "robustness": the verdicts under the
+# variants of the unstated choices (variants whose runs are all committed). Under each claim, in
+# small print: the scale of our runs, the records behind them (profile, runs, seeds, rounds), the
+# verdict on each run's best round where it differs (⚑), and what the gate left out or more seeds
+# would buy. The claim links to the table in its chapter that it rests on.
 
 # %% tags=["hide-input"]
 table = ledger.ledger()
@@ -110,7 +111,7 @@ display(HTML(ledger.linked_table(table)))
 # ## Verdicts per chapter
 
 # %% tags=["hide-input"]
-display(ledger.verdict_counts(table))
+tables.show(ledger.verdict_counts(table))
 judged = table[~table.verdict.isin([ledger.NO_RECORDS, ledger.UNTESTABLE, ledger.V.UNTESTED])]
 display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committed records: "
                  + ", ".join(f"{n} {word}" for word, n in judged.verdict.value_counts().items()) + "."

@@ -18,33 +18,9 @@
 # global model (generalised knowledge) and its own model of the previous round (personalised
 # knowledge), with a distillation weight that is annealed over the rounds. This chapter
 # implements it and the seven methods it is compared with, runs the paper's comparison on the
-# datasets available offline, and sets our numbers beside the paper's.
-#
-# | | |
-# |---|---|
-# | **Paper** | P. Wang, B. Liu, W. Guo, Y. Li, S. Ge, *Towards Personalized Federated Learning via Comprehensive Knowledge Distillation* (`../shared/papers/fedckd.md`) |
-# | **Reproduces** | Tables I–V, Fig. 1b (forgetting), Fig. 4 (learning curves), Fig. 5 (per-client FedCKD − pFedSD) |
-# | **Methods** | FedAvg, FedProx, FedPer, LG-FedAvg, pFedMe, FedFomo, pFedSD, FedCKD (`fedkd_core/algorithms/`) |
-# | **Datasets** | Fashion-MNIST, CIFAR-10 (offline copies). CIFAR-100 has no offline copy here: its rows stay in the tables as "not reproduced"; the code accepts `cifar100` wherever torchvision can download it |
-# | **Partitions** | practical: Dir(α = 0.1) label skew; pathological: s = 2 classes per client (20 for CIFAR-100) |
-# | **Models** | pFedSD's CNNs: `pfedsd_cnn_mnist` (FMNIST), `cnn5` (CIFAR-10, the 5-layer CNN), `pfedsd_cnn_cifar100`; ResNet-8 and MobileNetV2 for Table V |
-# | **Scenarios** | n = 20 clients, r = 1.0, T = 50 rounds; n = 100, r = 0.1, T = 100 |
-# | **Metric** | mean over clients of each client's accuracy on its local test set, at the final round (mean ± std over seeds) |
-# | **Profiles** | smoke (the defaults below, seconds, for CI); quick (`make book`: Fashion-MNIST, n = 20, a few rounds on a small pool, one seed, six methods); **reduced** (Tables I–II's Fashion-MNIST column at the paper's setting, n = 20, on 4,000 images for 15 rounds, all eight methods, 3 seeds, and Table IV's pair: its records are committed and shown in every profile); paper (every setting above, 3 seeds: GPU work) |
-# | **Rerun** | `papermill notebooks/fedckd.ipynb out.ipynb -f notebooks/params/quick/fedckd.yaml`; full grid: `python -m fedkd_core.sweep fedckd --params notebooks/params/paper/fedckd.yaml` |
-#
-# **Local test sets.** pFedSD's code (which FedCKD follows) pools train and test images, splits
-# the pool among clients and gives each client an 80/20 train/test split of its share. Here
-# each client trains on its share of the *training* split and is tested on `local_test_size`
-# images drawn from the *test* split with its own class proportions (the book's convention,
-# `DataConfig.local_test_size`): the same distribution per client, but test images never seen
-# by any client in training, and the same local test sets for every method.
-#
-# **Compute.** The paper profile (every setting, 3 seeds, 50–100 rounds of 5 local epochs over
-# the whole training sets) is GPU work, CIFAR-10 in particular. On a 2-core CPU the **reduced**
-# profile (`python -m fedkd_core.sweep fedckd --params notebooks/params/reduced/fedckd.yaml
-# --workers 2`, about 3.5 hours on 2 AMD EPYC cores) runs the Fashion-MNIST column at the paper's
-# setting on a fifteenth of the data. Every row below is labelled with the profile (and rounds) of the records it comes from.
+# datasets available offline, and sets our numbers beside the paper's. Its two partitions of the
+# clients' data: **practical**, Dir(α = 0.1) label skew (each client's class shares drawn from a
+# Dirichlet distribution; the smaller α, the more skewed), and **pathological**, 2 classes per client.
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -84,15 +60,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
-from fedkd_core import plots, report
+from fedkd_core import plots, report, tables
 from fedkd_core.algorithms import algorithm_config
 from fedkd_core.chapters import fedckd as chapter
 from fedkd_core.chapters import notebook_params, reuse_message
 from fedkd_core.results import run_grid
 
 params = notebook_params(chapter.Params, globals())
+plots.use_book_style()
+
+# %% tags=["remove-input"]
+from fedkd_core.chapters import card  # noqa: E402
+
+card.show_citation("fedckd")
 
 # %% [markdown]
 # ## Verdict
@@ -108,10 +90,43 @@ from fedkd_core.chapters import ledger  # noqa: E402
 verdict_rows = ledger.verdict_box(chapter)
 
 # %% [markdown]
+# ## The paper and this reproduction
+#
+# | | |
+# |---|---|
+# | **Reproduces** | Tables I–V, Fig. 1b (forgetting), Fig. 4 (learning curves), Fig. 5 (per-client FedCKD − pFedSD) |
+# | **Methods** | FedAvg, FedProx, FedPer, LG-FedAvg, pFedMe, FedFomo, pFedSD, FedCKD (`fedkd_core/algorithms/`) |
+# | **Datasets** | Fashion-MNIST, CIFAR-10 (offline copies). CIFAR-100 has no offline copy here: its rows stay in the tables as "not reproduced"; the code accepts `cifar100` wherever torchvision can download it |
+# | **Partitions** | practical: Dir(α = 0.1) label skew; pathological: s = 2 classes per client (20 for CIFAR-100) |
+# | **Models** | pFedSD's CNNs: `pfedsd_cnn_mnist` (FMNIST), `cnn5` (CIFAR-10, the 5-layer CNN), `pfedsd_cnn_cifar100`; ResNet-8 and MobileNetV2 for Table V |
+# | **Scenarios** | n = 20 clients, r = 1.0, T = 50 rounds; n = 100, r = 0.1, T = 100 |
+# | **Metric** | mean over clients of each client's accuracy on its local test set, at the final round (mean ± std over seeds) |
+# | **Profiles** | smoke (the defaults below, seconds, for CI); quick (`make book`: Fashion-MNIST, n = 20, a few rounds on a small pool, one seed, six methods); **reduced** (Tables I–II's Fashion-MNIST column at the paper's setting, n = 20, on 4,000 images for 15 rounds, all eight methods, 3 seeds, and Table IV's pair: its records are committed and shown in every profile); paper (every setting above, 3 seeds: GPU work) |
+#
+# **Local test sets.** pFedSD's code (which FedCKD follows) pools train and test images, splits
+# the pool among clients and gives each client an 80/20 train/test split of its share. Here
+# each client trains on its share of the *training* split and is tested on `local_test_size`
+# images drawn from the *test* split with its own class proportions (the book's convention,
+# `DataConfig.local_test_size`): the same distribution per client, but test images never seen
+# by any client in training, and the same local test sets for every method.
+#
+# **Compute.** The paper profile (every setting, 3 seeds, 50–100 rounds of 5 local epochs over
+# the whole training sets) is GPU work, CIFAR-10 in particular. On a 2-core CPU the **reduced**
+# profile (`python -m fedkd_core.sweep fedckd --params notebooks/params/reduced/fedckd.yaml
+# --workers 2`, about 3.5 hours on 2 AMD EPYC cores) runs the Fashion-MNIST column at the paper's
+# setting on a fifteenth of the data. Every row below is labelled with the profile (and rounds) of the records it comes from.
+
+# %% [markdown]
+# ## Reproduce this chapter
+
+# %% tags=["remove-input"]
+reproduce_times = card.reproduce_box("fedckd")
+
+# %% [markdown]
 # The parameters this page was executed with:
 
 # %% tags=["remove-input"]
-display(report.parameters_table(params))
+tables.show(report.parameters_table(params))
 
 # %% [markdown]
 # ## The method
@@ -134,8 +149,7 @@ display(report.parameters_table(params))
 # What the paper leaves open is chosen below and kept as a config field of
 # `fedkd_core.algorithms.fedckd.FedCKDConfig` (this table is read from the code):
 
-# %% tags=["hide-input"]
-# NBVAL_CHECK_OUTPUT
+# %% tags=["hide-input", "nbval-check-output"]
 choices = {
     "lam": ("λ = 0.50", "§IV-A"),
     "temperature": ("τ = 3", "§IV-A"),
@@ -166,7 +180,7 @@ training = pd.DataFrame([
     {"parameter": "FedPer / LG-FedAvg shared part", "paper": "body / head",
      "used": "model.features / model.head", "source": "PFLlib"},
 ])
-display(pd.concat([hyper, training], ignore_index=True))
+tables.show(pd.concat([hyper, training], ignore_index=True))
 
 # %% [markdown]
 # ## Why two teachers: forgetting
@@ -247,10 +261,11 @@ def show_comparison(setting: str, title: str) -> pd.DataFrame:
     display(Markdown(f"**{title}** — {len(ran[cells].drop_duplicates())} of {len(table[cells].drop_duplicates())} "
                      "of the paper's cells run"))
     if len(ran):
-        display(report.styled_comparison(ran.reset_index(drop=True), digits=2))
+        display(HTML(tables.paper_layout(table, ["algorithm"], ["dataset", "clients"], method="algorithm",
+                                         baseline="FedAvg", names={"dataset": "", "clients": "n ="}, digits=2)))
     absent = table[table.seeds == 0].groupby(["dataset", "clients"], sort=False)["ours"].first()
     if len(absent):
-        display(absent.rename("status").reset_index())
+        tables.show(absent.rename("status").reset_index())
     return table
 
 
@@ -264,7 +279,7 @@ table2 = show_comparison("pathological", "Table II — pathological setting")
 # %% tags=["hide-input"]
 if len(main):
     best = main.groupby(["profile", "dataset", "setting", "clients", "algorithm"], sort=False)[["alma", "best_alma"]].mean() * 100
-    display(best.round(2).rename(columns={"alma": "final (%)", "best_alma": "best round (%)"}))
+    tables.show(best.rename(columns={"alma": "final (%)", "best_alma": "best round (%)"}), digits=2)
 
 # %% [markdown]
 # ## Table III: fairness across clients
@@ -283,7 +298,7 @@ if len(main):
     table3["ours"] = [report.pm(m, s, 2) for m, s in zip(table3["mean"], table3.client_std)]
     table3["paper (n = 100)"] = [report.pm(m, s, 2) for m, s in zip(table3.mean_paper, table3.client_std_paper)]
     table3 = table3.merge(largest.groupby("profile").clients.max().reset_index(), on="profile")
-    display(table3.assign(algorithm=table3.algorithm.map(chapter.METHOD_NAMES))[
+    tables.show(table3.assign(algorithm=table3.algorithm.map(chapter.METHOD_NAMES))[
         ["dataset", "clients", "algorithm", "ours", "paper (n = 100)", "profile"]])
 
 # %% [markdown]
@@ -293,18 +308,18 @@ if len(main):
 # CIFAR-100 (57.25 vs 57.08); here it runs on the datasets of `annealing_datasets`.
 
 # %% tags=["hide-input"]
-display(chapter.paper_table4().assign(source="paper"))
+tables.show(chapter.paper_table4().assign(source="paper"), digits=2)
 if len(ours["annealing"]):
     ablation = ours["annealing"].assign(annealing=ours["annealing"].gamma < 1.0)
     table4 = report.mean_std_per_profile(ablation, ["dataset", "annealing"], "alma")
-    display(table4.round(2))
+    tables.show(table4, digits=2)
     pivot = table4.pivot_table(index=["profile", "dataset"], columns="annealing", values="mean")
     for (profile, dataset), row in pivot.iterrows():
         gain = row[True] - row[False]
         display(Markdown(f"{dataset} ({profile} profile): annealing changes FedCKD's accuracy by "
                          f"**{gain:+.2f} points** (paper, CIFAR-100: +0.17)."))
 else:
-    print("Table IV not run in this profile (annealing_datasets is empty).")
+    display(Markdown("Table IV is not reproduced in this profile: its `annealing_datasets` parameter is empty."))
 
 # %% [markdown]
 # ## Table V: sensitivity
@@ -316,7 +331,7 @@ else:
 
 # %% tags=["hide-input"]
 paper5 = chapter.paper_table5()
-display(paper5.assign(cell=[report.pm(m, s, 2) for m, s in zip(paper5["mean"], paper5["std"])])
+tables.show(paper5.assign(cell=[report.pm(m, s, 2) for m, s in zip(paper5["mean"], paper5["std"])])
         .pivot(index="algorithm", columns=["varied", "value"], values="cell"))
 if len(ours["sensitivity"]):
     sens = ours["sensitivity"]
@@ -336,9 +351,9 @@ if len(ours["sensitivity"]):
             rows.append({"algorithm": algorithm, "varied": varied, "value": value,
                          "cell": report.pm(group.alma.mean() * 100, group.alma.std(ddof=0) * 100, 2)})
     display(Markdown(f"**Ours** — {sens.dataset.iloc[0]}, n = {base_scenario.clients}, profile {sorted(sens.profile.unique())}"))
-    display(pd.DataFrame(rows).pivot(index="algorithm", columns=["varied", "value"], values="cell"))
+    tables.show(pd.DataFrame(rows).pivot(index="algorithm", columns=["varied", "value"], values="cell"))
 else:
-    print("Table V not run in this profile (sensitivity_dataset is empty).")
+    display(Markdown("Table V is not reproduced in this profile: its `sensitivity_dataset` parameter is empty."))
 
 # %% [markdown]
 # ## Fig. 4: learning curves
@@ -352,12 +367,13 @@ if records["main"]:
         profile=r.profile) for r in records["main"]], ignore_index=True)
     history = history[history.setting == "practical"]
     panels = history[["profile", "dataset", "n"]].drop_duplicates().values.tolist()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.6), squeeze=False)
-    for ax, (profile, dataset, clients) in zip(axes[0], panels):
+    fig, axes = plots.grid(len(panels))
+    for ax, (profile, dataset, clients) in zip(axes, panels):
         panel = history[(history.profile == profile) & (history.dataset == dataset) & (history.n == clients)]
         plots.learning_curves(panel.assign(algorithm=panel.algorithm.map(chapter.METHOD_NAMES)), ax,
-                              title=f"{dataset}, Dir({params.alpha}), n = {clients} ({profile})")
-    fig.tight_layout()
+                              title=f"{dataset}, Dir({params.alpha}),\nn = {clients} ({profile})", highlight="FedCKD")
+        ax.set_ylabel("mean client accuracy (%)")
+    plots.legend_below(fig, axes[0])
 
 # %% [markdown]
 # ## Fig. 5: per-client accuracy, FedCKD − pFedSD
@@ -372,9 +388,9 @@ if len(difference):
     difference = difference[(difference.seed == 0)
                             & (difference.clients == difference.groupby("profile").clients.transform("min"))]
     groups = difference.groupby(["profile", "dataset", "setting"], sort=False)
-    fig, axes = plt.subplots(1, groups.ngroups, figsize=(4.6 * groups.ngroups, 3.2), squeeze=False)
+    fig, axes = plots.grid(groups.ngroups, height=2.9)
     share = []
-    for ax, ((profile, dataset, setting), group) in zip(axes[0], groups):
+    for ax, ((profile, dataset, setting), group) in zip(axes, groups):
         values = np.sort(group.difference.to_numpy())[::-1]
         ax.bar(range(len(values)), values, color=np.where(values > 0, "tab:green", "tab:red"))
         ax.axhline(0, color="black", lw=0.8)
@@ -383,9 +399,9 @@ if len(difference):
                       "FedCKD better": int((values > 0).sum()), "equal": int((values == 0).sum()),
                       "pFedSD better": int((values < 0).sum()), "mean difference": round(float(values.mean()), 2)})
     fig.tight_layout()
-    display(pd.DataFrame(share))
+    tables.show(pd.DataFrame(share))
 else:
-    print("Fig. 5 needs both pfedsd and fedckd in algorithms.")
+    display(Markdown("Fig. 5 is not reproduced in this profile: it needs both pFedSD and FedCKD among its algorithms."))
 
 # %% [markdown]
 # ## The claims, cell by cell
@@ -455,7 +471,7 @@ for direction, kl in KL_DIRECTIONS.items():
     sharpness[f"λ·τ²·KL({direction.replace('_', ' ‖ ')})"] = logit_sharpness(
         lambda z, kl=kl: distillation.lam * kl(z, confident_teacher, distillation.temperature, True))
 display(Markdown(f"τ = {distillation.temperature:g}, λ = {distillation.lam:g}:"))
-display(pd.DataFrame(sharpness).T.round(3))
+tables.show(pd.DataFrame(sharpness).T, digits=3)
 
 # %% tags=["hide-input"]
 divergences = robustness.divergences_by_variant(chapter, chapter.ROBUSTNESS_BASE)

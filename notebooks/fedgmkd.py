@@ -20,20 +20,13 @@
 # Gaussian mixture to each class's features and uploads a mixture prototype and a soft
 # prediction per class; **discrepancy-aware aggregation** (DAT) weighs each client's knowledge of
 # a class by its share of the class, lowered by how far its soft prediction is from the
-# consensus. Clients then align their features to the global prototypes and their classifier to
+# consensus (DAT: *discrepancy-aware technique*, the paper's name). Clients then align their features to the global prototypes and their classifier to
 # the global soft predictions. This chapter implements FedGMKD from the paper and, as a variant,
 # from its released code; runs it against the eight baselines of the paper's Table 1 on CIFAR-10;
-# and checks what the equations actually compute.
-#
-# | | |
-# |---|---|
-# | **Paper** | J. Zhang, C. Shan, J. Han, *FedGMKD: An Efficient Prototype Federated Learning Framework through Knowledge Distillation and Discrepancy-Aware Aggregation*, NeurIPS 2024 (`../shared/papers/fedgmkd.md` is the poster; `../shared/specs/fedgmkd.md` has notes from the full paper and the released code) |
-# | **Reproduces** | Table 1's CIFAR-10 block (local and global accuracy, 10 / 20 / 50 clients, nine methods, time per client-round); Table 6 (mean prototypes + DAT); Table 3 (only CKF / only DAT) and Table 5 (λ, γ) where a profile runs them |
-# | **Methods** | FedAvg, FedProx, MOON, FedGen, FedMD, FedProto, FPL, FjORD, FedGMKD (`fedkd_core/algorithms/`, one module each) |
-# | **Data** | CIFAR-10, Dir(β = 0.5) label skew; the clients of each column hold 500 images each on average (the paper: 10 / 20 / 50 clients use 10 / 20 / 50 % of the training set) |
-# | **Metrics** | local accuracy: each client's model right after its local training, on a local test set with its class mix; global accuracy: the aggregated model on the CIFAR-10 test set; both the mean over the last 5 rounds |
-# | **Profiles** | smoke (defaults below, seconds, CI); quick (`make book`); **reduced** (the paper's data and clients, cnn5 with the 32-d code, 15 rounds, 3 seeds; Table 1 with the code's FedGMKD and Table 6's HK + DAT, and Table 3 at 10 clients: its records are committed and shown in every profile); paper (ResNet-18, 50 rounds: GPU work) |
-# | **Rerun** | `papermill notebooks/fedgmkd.ipynb out.ipynb -f notebooks/params/quick/fedgmkd.yaml -p alpha 0.2`; a whole profile: `python -m fedkd_core.sweep fedgmkd --params notebooks/params/reduced/fedgmkd.yaml --workers 2` |
+# and checks what the equations actually compute. Clients' data follow a Dirichlet *partition*
+# Dir(β): each client's class shares drawn from a Dirichlet distribution with parameter β (the
+# smaller β, the more skewed). Accuracies: *local* is each client's model on its own test set,
+# *global* the aggregated model on the whole test set.
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -69,7 +62,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from fedkd_core import plots, report
+from fedkd_core import plots, report, tables
 from fedkd_core.algorithms import algorithm_config
 from fedkd_core.chapters import fedgmkd as chapter
 from fedkd_core.chapters import notebook_params, reuse_message
@@ -77,6 +70,12 @@ from fedkd_core.federation import build_federated_data
 from fedkd_core.results import run_grid
 
 params = notebook_params(chapter.Params, globals())
+plots.use_book_style()
+
+# %% tags=["remove-input"]
+from fedkd_core.chapters import card  # noqa: E402
+
+card.show_citation("fedgmkd")
 
 # %% [markdown]
 # ## Verdict
@@ -93,10 +92,27 @@ from fedkd_core.chapters import ledger  # noqa: E402
 verdict_rows = ledger.verdict_box(chapter)
 
 # %% [markdown]
+# ## The paper and this reproduction
+#
+# | | |
+# |---|---|
+# | **Reproduces** | Table 1's CIFAR-10 block (local and global accuracy, 10 / 20 / 50 clients, nine methods, time per client-round); Table 6 (mean prototypes + DAT); Table 3 (only CKF / only DAT) and Table 5 (λ, γ) where a profile runs them |
+# | **Methods** | FedAvg, FedProx, MOON, FedGen, FedMD, FedProto, FPL, FjORD, FedGMKD (`fedkd_core/algorithms/`, one module each) |
+# | **Data** | CIFAR-10, Dir(β = 0.5) label skew; the clients of each column hold 500 images each on average (the paper: 10 / 20 / 50 clients use 10 / 20 / 50 % of the training set) |
+# | **Metrics** | local accuracy: each client's model right after its local training, on a local test set with its class mix; global accuracy: the aggregated model on the CIFAR-10 test set; both the mean over the last 5 rounds |
+# | **Profiles** | smoke (defaults below, seconds, CI); quick (`make book`); **reduced** (the paper's data and clients, cnn5 with the 32-d code, 15 rounds, 3 seeds; Table 1 with the code's FedGMKD and Table 6's HK + DAT, and Table 3 at 10 clients: its records are committed and shown in every profile); paper (ResNet-18, 50 rounds: GPU work) |
+
+# %% [markdown]
+# ## Reproduce this chapter
+
+# %% tags=["remove-input"]
+reproduce_times = card.reproduce_box("fedgmkd")
+
+# %% [markdown]
 # The parameters this page was executed with:
 
 # %% tags=["remove-input"]
-display(report.parameters_table(params))
+tables.show(report.parameters_table(params))
 LABELS = {key: method.label for key, method in chapter.METHODS.items()}
 
 # %% [markdown]
@@ -143,7 +159,7 @@ LABELS = {key: method.label for key, method in chapter.METHODS.items()}
 
 # %% tags=["hide-input"]
 identity = chapter.prototype_identity(params)
-display(identity.round(6))
+tables.show(identity, digits=6)
 display(Markdown(
     f"Largest ‖Eq. 5 − class mean‖ over the classes: **{identity['‖Eq. 5 − class mean‖'].max():.2g}** "
     f"(class means have norms {identity['‖class mean‖'].min():.2f}–{identity['‖class mean‖'].max():.2f}); "
@@ -156,8 +172,7 @@ display(Markdown(
 # places that matter. We implement the paper as FedGMKD and the code's behaviour as the variant
 # **FedGMKD (code)**, without its indexing bugs, and run both (notes: `shared/specs/fedgmkd.md` §2):
 
-# %% tags=["hide-input"]
-# NBVAL_CHECK_OUTPUT
+# %% tags=["hide-input", "nbval-check-output"]
 paper_used, code_used = algorithm_config("fedgmkd", {"variant": "paper"}), algorithm_config("fedgmkd", {"variant": "code"})
 differences = [
     ("prototype ĥ", "Eq. 5 on the features (GMM, 2–7 components)", "Σ π_m μ_m on per-class standardised features (≡ 0)",
@@ -173,7 +188,7 @@ differences = [
     ("gradient clipping", "none", "norm 1.1 in rounds with knowledge", paper_used.max_grad_norm, code_used.max_grad_norm),
     ("bugs not reproduced", "—", "per-class weight lists never reset; weights attached to the wrong clients", "—", "—"),
 ]
-display(pd.DataFrame(differences, columns=["item", "paper", "released code", "FedGMKD (ours)", "FedGMKD (code)"]))
+tables.show(pd.DataFrame(differences, columns=["item", "paper", "released code", "FedGMKD (ours)", "FedGMKD (code)"]))
 
 # %% [markdown]
 # ## Hyperparameters
@@ -188,7 +203,7 @@ settings = [("shared", f"{params.model}; Adam lr {params.lr}, batch {params.batc
              "§4.4: ResNet-18 (32-d code), Adam 1e-3, batch 64, 3 epochs, 50 rounds")]
 settings += [(method.label, ", ".join(f"{k} {v}" for k, v in chapter.method_params(params, key).items()), method.source)
              for key, method in chapter.METHODS.items() if key in params.method_keys()]
-display(pd.DataFrame(settings, columns=["method", "used here", "source"]))
+tables.show(pd.DataFrame(settings, columns=["method", "used here", "source"]))
 
 # %% [markdown]
 # ## The split
@@ -240,20 +255,17 @@ def per_profile(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return report.mean_std_per_profile(chapter.long_accuracies(frame), keys, "value")
 
 
-def show(ours_table: pd.DataFrame, paper: pd.DataFrame, keys: list[str], title: str) -> pd.DataFrame:
-    return report.show_comparison(ours_table, paper, keys, title, {"method": LABELS}, digits=2)
+def show(ours_table: pd.DataFrame, paper: pd.DataFrame, keys: list[str], title: str, rows=("method",)) -> pd.DataFrame:
+    """The paper's layout: ``rows`` as rows (the methods), the metric and clients (or α) as columns."""
+    method = "method" if "method" in keys else ""
+    return report.show_comparison(ours_table, paper, keys, title, {"method": LABELS}, digits=2, method=method,
+                                  rows=list(rows), columns=[k for k in keys if k not in rows], baseline="fedavg",
+                                  key_names={"metric": "", "lam": "λ", "gamma": "γ", "alpha": "β ="})
 
 
 table1_ours = per_profile(chapter.table1_rows(ours, params.alpha), KEYS)
 paper1 = chapter.paper_table1()
 table1 = show(table1_ours, paper1, KEYS, f"Table 1 — CIFAR-10, Dir({params.alpha})")
-if len(table1_ours):
-    grid = table1_ours.assign(method=table1_ours.method.map(LABELS),
-                              cell=[report.pm(m, s) if n > 1 else f"{m:.1f}" for m, s, n in
-                                    zip(table1_ours["mean"], table1_ours["std"], table1_ours["n"])])
-    display(Markdown("The same numbers laid out as the paper's table (rows: method; columns: metric and clients):"))
-    display(grid.pivot_table(index=["profile", "method"], columns=["metric", "clients"], values="cell", aggfunc="first",
-                             sort=False))
 
 # %% [markdown]
 # The other two datasets of Table 1 cannot be run here — SVHN and CIFAR-100 are not among the
@@ -263,7 +275,7 @@ if len(table1_ours):
 for dataset, reason in chapter.DATASET_REASON.items():
     paper_only = chapter.paper_table1(dataset).assign(method=lambda f: f.method.map(LABELS))
     display(Markdown(f"**{dataset}** (paper only: {reason})"))
-    display(paper_only.pivot_table(index="method", columns=["metric", "clients"], values="mean", sort=False))
+    tables.show(paper_only.pivot_table(index="method", columns=["metric", "clients"], values="mean", sort=False), digits=2)
 
 # %% [markdown]
 # ## Cost: time per client-round
@@ -289,7 +301,7 @@ if len(ours):
             on="method", how="outer")
 machines = sorted({f"{r.environment.get('device_name')} ({r.profile})" for r in records})
 display(Markdown("Measured on: " + (", ".join(machines) if machines else "nothing yet") + "."))
-display(cost.assign(method=cost.method.map(LABELS)).set_index("method").round(3))
+tables.show(cost.assign(method=cost.method.map(LABELS)), digits=3)
 
 # %% [markdown]
 # ## Table 6: mean prototypes with DAT vs FedGMKD
@@ -308,7 +320,7 @@ if len(table6_ours):
     extra = table6_ours[table6_ours.method == "fedgmkd_code"]
     if len(extra):
         display(Markdown("FedGMKD (code), not in the paper's table:"))
-        display(extra.assign(method=extra.method.map(LABELS)).round(2).reset_index(drop=True))
+        tables.show(extra.assign(method=extra.method.map(LABELS)), digits=2)
 
 # %% [markdown]
 # ## Table 3: only CKF, only DAT
@@ -328,7 +340,7 @@ if len(table3_ours):
     beside = table3_ours[~table3_ours.alpha.isin([0.2, 5.0])]
     if len(beside):
         display(Markdown(f"The same rows at β = {params.alpha} (not in the paper's Table 3):"))
-        display(beside.assign(method=beside.method.map(LABELS)).round(2).reset_index(drop=True))
+        tables.show(beside.assign(method=beside.method.map(LABELS)), digits=2)
 
 # %% [markdown]
 # ## Table 5: λ and γ
@@ -340,7 +352,7 @@ if len(table3_ours):
 KEYS5 = ["lam", "gamma", "metric"]
 sensitivity = ours[(ours.method == "fedgmkd") & (ours.clients == params.client_counts()[0]) & (ours.alpha == params.alpha)]
 table5_ours = per_profile(sensitivity, KEYS5)
-table5 = show(table5_ours, chapter.paper_table5(), KEYS5, f"Table 5 — CIFAR-10, {params.client_counts()[0]} clients (paper: 10)")
+table5 = show(table5_ours, chapter.paper_table5(), KEYS5, rows=("lam", "gamma"), title=f"Table 5 — CIFAR-10, {params.client_counts()[0]} clients (paper: 10)")
 
 # %% [markdown]
 # ## Learning curves
@@ -356,11 +368,13 @@ if len(history):
     curves = curves[curves.clients == params.client_counts()[0]]
     shown = next(p for p in PROFILE_ORDER if p in set(curves.profile))
     curves = curves[curves.profile == shown]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plots.grid(2, height=3.6)
     for ax, metric, title in zip(axes, ["global_acc", "alma"], ["global accuracy", "local accuracy"]):
         plots.learning_curves(curves.assign(algorithm=curves.method.map(LABELS)), ax, y=metric,
-                              title=f"{title}, {params.client_counts()[0]} clients, profile {shown}")
-    fig.tight_layout()
+                              title=f"{title}, {params.client_counts()[0]} clients,\nprofile {shown}",
+                              highlight=LABELS["fedgmkd"])
+        ax.set_ylabel(f"{title} (%)")
+    plots.legend_below(fig, axes[0])
 
 # %% [markdown]
 # **Does DAT move the weights?** The mean over classes of the total variation between DAT's
@@ -370,8 +384,8 @@ if len(history):
 # %% tags=["hide-input"]
 shift = history.dropna(subset=["dat_shift"]) if len(history) else history
 if len(shift):
-    display(shift.assign(method=shift.method.map(LABELS))
-            .pivot_table(index=["profile", "method", "clients"], columns="round", values="dat_shift").round(3))
+    tables.show(shift.assign(method=shift.method.map(LABELS))
+            .pivot_table(index=["profile", "method", "clients"], columns="round", values="dat_shift"), digits=3)
 
 # %% [markdown]
 # ## Bytes per round
@@ -385,7 +399,7 @@ if len(ours):
     traffic = ours.groupby(["method", "clients"], as_index=False)[["upload_mb", "download_mb"]].mean()
     fedavg_up = traffic[traffic.method == "fedavg"].set_index("clients").upload_mb
     traffic["upload vs FedAvg"] = [f"{u / fedavg_up.get(c, np.nan):.3f}x" for u, c in zip(traffic.upload_mb, traffic.clients)]
-    display(traffic.assign(method=traffic.method.map(LABELS)).set_index(["clients", "method"]).round(4))
+    tables.show(traffic.assign(method=traffic.method.map(LABELS)), digits=4)
 
 # %% [markdown]
 # ## The claims, cell by cell

@@ -19,20 +19,13 @@
 # client model is only competent on the classes it has seen, so a plain average of the teachers'
 # logits mixes experts with guessers. **FedUA** weighs every teacher, sample by sample, by how
 # familiar the sample is to that teacher (the density of its features under a Gaussian model of
-# the teacher's own training features) and distils only the samples on which the teachers
-# disagree most (BALD). This chapter implements FedUA and its two baselines, runs the paper's
-# three tables at a reduced scale, and sets our numbers beside the paper's.
-#
-# | | |
-# |---|---|
-# | **Paper** | S.-M. Lee, J.-L. Wu, *FedUA: An Uncertainty-Aware Distillation-Based Federated Learning Scheme for Image Classification*, Information 14(4):234, 2023 (`../shared/papers/fedua.md`) |
-# | **Reproduces** | Table 1 (sample selection), Table 2 (partitions), Table 3 (participation), Figs. 7/14 (splits), 10/11 (uncertainty maps), 13 (learning curves) |
-# | **Methods** | FedAvg, FedDF (FedBE's "vanilla distillation", as FedUA describes it), FedUA (`fedkd_core/algorithms/feddf.py`, `fedua.py`) |
-# | **Data** | CIFAR-10: client images and a disjoint unlabelled server set U in the paper's 4 : 1 ratio; the whole CIFAR-10 test set scores the global model |
-# | **Partitions** | FedBE's step (2 major classes per client, 98% of its images), Dir(0.1), Dir(0.5) |
-# | **Metric** | accuracy of the global (student) model on the test set after the last round, mean ± std over seeds |
-# | **Profiles** | smoke (defaults below, seconds, CI); quick (`make book`); **reduced** (ResNet-8, 4,000 + 1,000 images, 10 rounds of 3 + 3 epochs, 3 seeds: its records are committed and shown in every profile); paper (ResNet-32, 40,000 + 10,000 images, 40 rounds of 20 + 20 epochs, 5 seeds: GPU work) |
-# | **Rerun** | `papermill notebooks/fedua.ipynb out.ipynb -f notebooks/params/quick/fedua.yaml -p sample_ratio 0.4`; a whole profile: `python -m fedkd_core.sweep fedua --params notebooks/params/reduced/fedua.yaml --workers 2` |
+# the teacher's own training features, a *Gaussian discriminant analysis*, GDA) and distils only
+# the samples on which the teachers disagree most (*Bayesian active learning by disagreement*,
+# BALD: the mutual information between a sample's label and the choice of teacher). This chapter implements FedUA and its two baselines, runs the paper's
+# three tables at a reduced scale, and sets our numbers beside the paper's. The clients' data
+# follow the paper's *partitions*: **step** (each client holds two major classes with most of its
+# images and a few of every other class) and **Dirichlet** Dir(α) label skew (each client's class
+# shares drawn from a Dirichlet distribution; the smaller α, the more skewed).
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -75,7 +68,7 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from fedkd_core import plots, report
+from fedkd_core import plots, report, tables
 from fedkd_core.algorithms import algorithm_config
 from fedkd_core.chapters import fedua as chapter
 from fedkd_core.chapters import notebook_params, reuse_message
@@ -83,6 +76,12 @@ from fedkd_core.federation import build_federated_data
 from fedkd_core.results import run_grid
 
 params = notebook_params(chapter.Params, globals())
+plots.use_book_style()
+
+# %% tags=["remove-input"]
+from fedkd_core.chapters import card  # noqa: E402
+
+card.show_citation("fedua")
 
 # %% [markdown]
 # ## Verdict
@@ -99,10 +98,28 @@ from fedkd_core.chapters import ledger  # noqa: E402
 verdict_rows = ledger.verdict_box(chapter)
 
 # %% [markdown]
+# ## The paper and this reproduction
+#
+# | | |
+# |---|---|
+# | **Reproduces** | Table 1 (sample selection), Table 2 (partitions), Table 3 (participation), Figs. 7/14 (splits), 10/11 (uncertainty maps), 13 (learning curves) |
+# | **Methods** | FedAvg, FedDF (FedBE's "vanilla distillation", as FedUA describes it), FedUA (`fedkd_core/algorithms/feddf.py`, `fedua.py`) |
+# | **Data** | CIFAR-10: client images and a disjoint unlabelled server set U in the paper's 4 : 1 ratio; the whole CIFAR-10 test set scores the global model |
+# | **Partitions** | FedBE's step (2 major classes per client, 98% of its images), Dir(0.1), Dir(0.5) |
+# | **Metric** | accuracy of the global (student) model on the test set after the last round, mean ± std over seeds |
+# | **Profiles** | smoke (defaults below, seconds, CI); quick (`make book`); **reduced** (ResNet-8, 4,000 + 1,000 images, 10 rounds of 3 + 3 epochs, 3 seeds: its records are committed and shown in every profile); paper (ResNet-32, 40,000 + 10,000 images, 40 rounds of 20 + 20 epochs, 5 seeds: GPU work) |
+
+# %% [markdown]
+# ## Reproduce this chapter
+
+# %% tags=["remove-input"]
+reproduce_times = card.reproduce_box("fedua")
+
+# %% [markdown]
 # The parameters this page was executed with:
 
 # %% tags=["remove-input"]
-display(report.parameters_table(params))
+tables.show(report.parameters_table(params))
 
 # %% [markdown]
 # ## The method
@@ -143,8 +160,7 @@ display(report.parameters_table(params))
 #
 # The choices the paper leaves open, read from the code's configs:
 
-# %% tags=["hide-input"]
-# NBVAL_CHECK_OUTPUT
+# %% tags=["hide-input", "nbval-check-output"]
 feddf_used, fedua_used = algorithm_config("feddf", {}), algorithm_config("fedua", {})
 open_choices = [
     ("local optimiser", "SGD, cross-entropy (§4.1b)", f"SGD lr {params.lr}, momentum {params.momentum}, wd {params.weight_decay}",
@@ -168,7 +184,7 @@ open_choices = [
     ("sample selection rule", "BALD above a threshold \"empirically determined\" (§3.2)", f"top SR by BALD",
      "no threshold value is given; Table 1 is indexed by the sample ratio SR, so we keep the top SR share"),
 ]
-display(pd.DataFrame(open_choices, columns=["choice", "paper", "used", "source"]))
+tables.show(pd.DataFrame(open_choices, columns=["choice", "paper", "used", "source"]))
 
 # %% [markdown]
 # ## The splits (Figs. 7 and 14)
@@ -180,12 +196,13 @@ display(pd.DataFrame(open_choices, columns=["choice", "paper", "used", "source"]
 # %% tags=["hide-input"]
 partition_names = [p.strip() for p in params.partitions.split(",")]
 splits = {name: build_federated_data(chapter.data_config(params, name), seed=0) for name in partition_names}
-fig, axes = plt.subplots(1, len(splits), figsize=(4.2 * len(splits), 3.4), squeeze=False)
+fig, axes = plots.grid(len(splits), height=3.2)
+axes = [axes]
 for ax, (name, data) in zip(axes[0], splits.items()):
     plots.label_bubbles(data.train_histograms(), ax, title=name)
 fig.tight_layout()
 if "step" in splits:
-    display(pd.DataFrame([chapter.step_check(splits["step"].train_histograms())], index=["step"]))
+    tables.show(pd.DataFrame([chapter.step_check(splits["step"].train_histograms())]), digits=3)
 
 # %% [markdown]
 # ## Runs
@@ -230,7 +247,8 @@ KEYS_T2, KEYS_T3, KEYS_T1 = ["partition", "algorithm"], ["participation", "algor
 
 
 t2_ours = report.mean_std_per_profile(chapter.table2_rows(ours), KEYS_T2, "global_acc")
-table2 = report.show_comparison(t2_ours, chapter.paper_table2(), KEYS_T2, "Table 2 — C = 1", {"algorithm": chapter.METHODS})
+table2 = report.show_comparison(t2_ours, chapter.paper_table2(), KEYS_T2, "Table 2 — C = 1", {"algorithm": chapter.METHODS},
+                                baseline="fedavg")
 
 # %% [markdown]
 # The paper's derived rows — the change of each method from step to the Dirichlet splits, and of
@@ -245,12 +263,12 @@ derived = chapter.derived_rows(chapter.paper_table2(), chapter.paper_table3()).a
 for profile in t2_ours.profile.unique():
     derived = pd.concat([derived, chapter.derived_rows(t2_ours[t2_ours.profile == profile],
                                                        t3_ours[t3_ours.profile == profile]).assign(source=f"ours, {profile}")])
-display(derived.assign(algorithm=derived.algorithm.map(chapter.METHODS))
-        .pivot_table(index=["row", "algorithm"], columns=["source", "column"], values="value", sort=False).round(1))
+tables.show(derived.assign(algorithm=derived.algorithm.map(chapter.METHODS))
+            .pivot_table(index=["row", "algorithm"], columns=["source", "column"], values="value", sort=False), digits=1)
 printed = chapter.printed_check()
 display(Markdown(f"The paper's printed percentages: {int(printed.agrees.sum())} of {len(printed)} round from its accuracies; "
                  "these do not:"))
-display(printed[~printed.agrees].assign(algorithm=lambda f: f.algorithm.map(chapter.METHODS)).reset_index(drop=True))
+tables.show(printed[~printed.agrees].assign(algorithm=lambda f: f.algorithm.map(chapter.METHODS)).reset_index(drop=True))
 
 # %% [markdown]
 # ## Table 3: accuracy under different participation ratios
@@ -259,7 +277,8 @@ display(printed[~printed.agrees].assign(algorithm=lambda f: f.algorithm.map(chap
 # FedUA distil fewer teachers.
 
 # %% tags=["hide-input"]
-table3 = report.show_comparison(t3_ours, chapter.paper_table3(), KEYS_T3, "Table 3 — step", {"algorithm": chapter.METHODS})
+table3 = report.show_comparison(t3_ours, chapter.paper_table3(), KEYS_T3, "Table 3 — step", {"algorithm": chapter.METHODS},
+                                baseline="fedavg", key_names={"participation": "C ="})
 
 # %% [markdown]
 # ## Table 1: which samples to distil
@@ -272,7 +291,7 @@ table3 = report.show_comparison(t3_ours, chapter.paper_table3(), KEYS_T3, "Table
 
 # %% tags=["hide-input"]
 table1 = report.show_comparison(t1_ours, chapter.paper_table1(), KEYS_T1, "Table 1 — FedDF with sample selection",
-              {"selection": chapter.SELECTION_NAMES})
+              {"selection": chapter.SELECTION_NAMES}, method="selection", key_names={"ratio": "SR ="})
 
 # %% [markdown]
 # ## Fig. 13: learning curves
@@ -289,10 +308,10 @@ if len(curves):
     curves = curves[(curves.partition == partition_names[0])]
     shown = next(p for p in PROFILE_ORDER if p in set(curves.profile))
     curves = curves[curves.profile == shown]
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = plt.subplots(figsize=(6.5, 4.0))
     plots.learning_curves(curves.assign(algorithm=curves.algorithm.map(chapter.METHODS)), ax, y="global_acc",
-                          title=f"{partition_names[0]}, C = 1, profile {shown}")
-    fig.tight_layout()
+                          title=f"{partition_names[0]}, C = 1, profile {shown}", highlight="FedUA")
+    plots.legend_below(fig, ax)
 
 # %% [markdown]
 # ## Can the weighting be trusted? Diagnostics
@@ -309,7 +328,7 @@ fedua_history = history[history.algorithm == "fedua"] if len(history) else histo
 if len(fedua_history):
     weights = fedua_history.groupby(["profile", "partition", "participation", "round"])["mean_max_weight"].mean().unstack("round")
     display(Markdown("Mean largest teacher weight, by evaluated round (mean over seeds):"))
-    display(weights.round(3))
+    tables.show(weights, digits=3)
     jitters = pd.Series([j for r in records if r.config["algorithm"] == "fedua" for row in r.history
                          for j in row.get("gda_jitter", [])])
     if len(jitters):
@@ -329,7 +348,7 @@ maps = [r for r in records if r.config["algorithm"] == "fedua" and chapter.cell_
 if maps:
     record = sorted(maps, key=lambda r: PROFILE_ORDER.index(r.profile) if r.profile in PROFILE_ORDER else 3)[0]
     teachers = record.final["teachers"]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(plots.MAX_WIDTH, 4.2))
     for ax, (key, title) in zip(axes, [("softmax_entropy", "softmax output (Fig. 10)"),
                                        ("density_entropy", "feature-density posterior (Fig. 11)")]):
         matrix = pd.DataFrame(record.final[key], index=teachers).astype(float)
@@ -337,9 +356,19 @@ if maps:
         ax.set(title=title, xlabel="true class", ylabel="client")
     fig.suptitle(f"profile {record.profile}, round {record.final['round']}")
     fig.tight_layout()
+    entropy = {key: np.mean(record.final[key]) for key in ("softmax_entropy", "density_entropy")}
+    display(Markdown(
+        f"**Where our Fig. 11 contradicts the paper.** The paper's feature-density map is dark only on each client's "
+        f"own classes; ours is dark almost everywhere: the mean posterior entropy is {entropy['density_entropy']:.3f} "
+        f"nats against {entropy['softmax_entropy']:.3f} for the softmax (of at most {np.log(10):.2f}). As far as we can "
+        "tell this is the scale of the class models, not a plotting slip: with a few images per minor class and 64-d "
+        "features each class's covariance is rank-deficient and set by the jitter below, so every class density is "
+        "extremely peaked and the posterior is near one-hot (confident) even on classes the client never saw. The "
+        "paper's clients, with ten images per minor class, would be less extreme, and the paper does not say how it "
+        "regularised its covariances (an open choice the robustness grid varies)."))
     display(Markdown("The GDA jitter in each of these clients' covariances as the server used them "
                      "(client's plus the server's after the float32 upload; × the mean feature variance):"))
-    display(pd.DataFrame([record.final["gda_jitter"]], columns=pd.Index(teachers, name="client"), index=["jitter"]))
+    tables.show(pd.DataFrame([record.final["gda_jitter"]], columns=[f"client {t}" for t in teachers]), digits=6)
 
 # %% [markdown]
 # ## Bytes per round
@@ -354,7 +383,7 @@ if len(history):
     traffic.index = traffic.index.map(chapter.METHODS)
     fedavg_up = traffic.up.get("FedAvg", np.nan)
     traffic["upload vs FedAvg"] = (traffic.up / fedavg_up).map(lambda v: f"{v:.3f}x")
-    display(traffic.rename(columns={"up": "upload per client (MB)", "down": "download per client (MB)"}).round(3))
+    tables.show(traffic.rename(columns={"up": "upload per client (MB)", "down": "download per client (MB)"}), digits=3)
 
 # %% [markdown]
 # ## The claims, cell by cell

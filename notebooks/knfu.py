@@ -20,22 +20,10 @@
 # labels. Under label skew that average mixes in clients that know nothing about a client's
 # classes. **KnFu** (Seyedmohammadi, Atapour, Abouei, Mohammadi) gives each client a *personal*
 # mix instead, weighted towards the clients whose predicted class distribution resembles its own.
-#
-# | | |
-# |---|---|
-# | **Paper** | S. J. Seyedmohammadi, S. K. Atapour, J. Abouei, A. Mohammadi, *KnFu: Effective Knowledge Fusion* |
-# | **Reproduces** | Algorithm 1; Table 1 (MNIST, 12 settings × 4 methods); Table 2 (CIFAR-10, 6 settings × 4 methods); Fig. 3 and Fig. 4 (learning curves) |
-# | **Baselines** | FedMD as KnFu describes it (plain average of soft labels), Selective-FD (Shao, Wu, Zhang, 2024), Local (update and fine-tune on local data only) |
-# | **Datasets** | MNIST, CIFAR-10; 20 clients, Dir($\alpha$) label skew with a fixed $\vert D_n\vert$ per client; transfer set of $\vert D_n\vert$ labelled samples, disjoint from the clients |
-# | **Models** | M1 = [CU(32); CU(64); FC(64); FC(32); FC(10)] (MNIST), M2 = [CU(16); CU(16); CU(32); CU(32); FC(128); FC(10)] (CIFAR-10), `fedkd_core.models` |
-# | **Metric** | ALMA: mean over clients of each personal model's accuracy on its local test set (test images drawn with the client's class proportions); final round; mean ± std over seeds |
-# | **Code** | `fedkd_core/algorithms/{transfer_kd,knfu,fedmd,selective_fd,knfu_local}.py`, `fedkd_core/chapters/knfu.py` |
-# | **Rerun** | `papermill notebooks/knfu.ipynb out.ipynb -f notebooks/params/quick/knfu.yaml`; paper profile: `python -m fedkd_core.sweep knfu --params notebooks/params/paper/knfu.yaml` (resumable), then run the notebook with the same yaml |
-#
-# The parameters below are the **smoke profile** (seconds, for CI). `make book` injects the
-# quick profile; the paper profile is the full grid with three seeds. Every table row says which
-# profile produced it: wherever a paper-profile record of a cell exists under `results/paper/`,
-# the chapter shows it instead of running the cell again.
+# Clients' data follow a Dirichlet *partition* Dir(α) (each client's class shares drawn from a
+# Dirichlet distribution; the smaller α, the more skewed) with $\vert D_n\vert$ images each. Accuracy
+# is **ALMA**, the *average local model accuracy*: each client's personal model on a test set drawn
+# with its own class proportions, averaged over the clients.
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -68,9 +56,9 @@ example_rounds = 1
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
-from fedkd_core import plots, report
+from fedkd_core import plots, report, tables
 from fedkd_core.chapters import knfu, notebook_params, reuse_message
 from fedkd_core.models import InputShape, make_model
 from fedkd_core.precision import describe_setting
@@ -78,6 +66,12 @@ from fedkd_core.results import run_grid
 
 
 params = notebook_params(knfu.Params, globals())
+plots.use_book_style()
+
+# %% tags=["remove-input"]
+from fedkd_core.chapters import card  # noqa: E402
+
+card.show_citation("knfu")
 
 # %% [markdown]
 # ## Verdict
@@ -92,43 +86,32 @@ from fedkd_core.chapters import ledger  # noqa: E402
 verdict_rows = ledger.verdict_box(knfu)
 
 # %% [markdown]
+# ## The paper and this reproduction
+#
+# | | |
+# |---|---|
+# | **Reproduces** | Algorithm 1; Table 1 (MNIST, 12 settings × 4 methods); Table 2 (CIFAR-10, 6 settings × 4 methods); Fig. 3 and Fig. 4 (learning curves) |
+# | **Baselines** | FedMD as KnFu describes it (plain average of soft labels), Selective-FD (Shao, Wu, Zhang, 2024), Local (update and fine-tune on local data only) |
+# | **Datasets** | MNIST, CIFAR-10; 20 clients, Dir($\alpha$) label skew with a fixed $\vert D_n\vert$ per client; transfer set of $\vert D_n\vert$ labelled samples, disjoint from the clients |
+# | **Models** | M1 = [CU(32); CU(64); FC(64); FC(32); FC(10)] (MNIST), M2 = [CU(16); CU(16); CU(32); CU(32); FC(128); FC(10)] (CIFAR-10), `fedkd_core.models` |
+# | **Metric** | ALMA: mean over clients of each personal model's accuracy on its local test set (test images drawn with the client's class proportions); final round; mean ± std over seeds |
+# | **Code** | `fedkd_core/algorithms/{transfer_kd,knfu,fedmd,selective_fd,knfu_local}.py`, `fedkd_core/chapters/knfu.py` |
+#
+# The parameters table below names the profile this page was executed with. Every table says
+# which profile produced its numbers: wherever a paper-profile record of a cell exists under
+# `results/paper/`, the chapter shows it instead of running the cell again.
+
+# %% [markdown]
+# ## Reproduce this chapter
+
+# %% tags=["remove-input"]
+reproduce_times = card.reproduce_box("knfu")
+
+# %% [markdown]
 # The parameters this page was executed with:
 
 # %% tags=["remove-input"]
-display(report.parameters_table(params))
-
-# %% [markdown]
-# ## Hyperparameters
-#
-# What the paper states, what this run uses, and where the value comes from. The paper is
-# silent on the number of rounds, the optimiser, the learning rate, $\lambda$, the fine-tuning
-# schedule and how $d_{n,m}=0$ is handled; those are our choices and remain parameters.
-
-# %% tags=["hide-input"]
-# NBVAL_CHECK_OUTPUT
-hyperparameters = pd.DataFrame([
-    ("clients N", "20", params.num_clients, "paper, Sec. IV-A"),
-    ("Dir(α), MNIST", "0.1, 0.25, 0.5, 1", params.mnist_alphas, "paper, Table 1"),
-    ("|D_n|, MNIST", "50, 100, 200", params.mnist_sizes, "paper, Table 1"),
-    ("Dir(α), CIFAR-10", "0.1, 0.5, 1", params.cifar_alphas, "paper, Table 2"),
-    ("|D_n|, CIFAR-10", "500, 1000", params.cifar_sizes, "paper, Table 2"),
-    ("transfer set K_t", "= |D_n|", "= |D_n| (IID from the training split, disjoint from clients)", "paper; drawing: ours"),
-    ("local epochs E", "1", params.local_epochs, "paper"),
-    ("batch size", "8/16/32/64/128 for |D_n| = 50/100/200/500/1000", "same", "paper"),
-    ("β (Eq. 8)", "10", params.beta, "paper"),
-    ("λ (Eq. 10)", "not given (called a temperature in Eq. 2, a balance weight in Eq. 10)",
-     f"{params.lam}: balance weight, loss CE + λ²·KL(F_agg ‖ f) at temperature 1", "ours"),
-    ("CE term of Eq. 10", "on D^t (formula) / 'on the local dataset' (prose)", "on the labelled D^t", "ours (formula)"),
-    ("fine-tuning epochs on D^t", "not given", params.finetune_epochs, "ours"),
-    ("rounds R, MNIST / CIFAR-10", "not given", f"{params.rounds} / {params.cifar_rounds}", "ours"),
-    ("optimiser, lr", "not given", f"{params.optimizer}, {params.lr} (fresh optimiser per phase)", "ours"),
-    ("d_nm = 0 (Eq. 7)", "not handled", "d clamped to ≥ 1e-6; max in Eq. 8 over m ≠ n", "ours"),
-    ("Selective-FD client selector", "KuLSIF, first quartile", "KuLSIF on raw pixels, σ = 5·√(d/784), fit on ½ of D_n, quartile on the other ½", "official code, adapted"),
-    ("Selective-FD server selector", "entropy threshold (value not found)", f"H(ŷ) ≤ {params.entropy_threshold}·ln C", "ours"),
-    ("local test set", "not defined", f"{params.local_test_size} test images per client, client's class proportions", "ours"),
-    ("precision", "—", f"mixed_precision {describe_setting(params.mixed_precision)}", "ours (see results/README.md)"),
-], columns=["hyperparameter", "paper", "used here", "source"])
-display(hyperparameters.astype(str).set_index("hyperparameter"))
+tables.show(report.parameters_table(params))
 
 # %% [markdown]
 # ## The method
@@ -171,7 +154,7 @@ display(hyperparameters.astype(str).set_index("hyperparameter"))
 # %% tags=["hide-input"]
 example = knfu.fusion_example(params)
 n_example = len(example.weights)
-fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.15, 1]})
+fig, axes = plt.subplots(1, 2, figsize=(plots.MAX_WIDTH, 4.4), gridspec_kw={"width_ratios": [1.15, 1]})
 plots.weight_heatmap(example.weights, axes[0], title=f"row-normalised fusion weights, round {params.example_rounds}")
 plots.label_bubbles(example.histograms, axes[1], title="training labels per client")
 fig.tight_layout()
@@ -211,10 +194,47 @@ print(f"{len(configs)} runs of profile '{params.profile}', {len(paper_records)} 
       f"{sum(r.timings['total_seconds'] for r in records):.0f} s of compute in the records shown")
 
 # %% [markdown]
+# ## Hyperparameters of the numbers shown
+#
+# What the paper states, what the records in the tables below used (read from the records
+# themselves, whichever profile made them), and where the value comes from. The paper is silent
+# on the number of rounds, the optimiser, the learning rate, $\lambda$, the fine-tuning schedule
+# and how $d_{n,m}=0$ is handled; those are our choices and remain parameters.
+
+# %% tags=["hide-input"]
+used = lambda path, by=None: report.record_values(records, path, by)  # noqa: E731
+hyperparameters = pd.DataFrame([
+    ("clients N", "20", used("data.num_clients"), "paper, Sec. IV-A"),
+    ("Dir(α), MNIST / CIFAR-10", "0.1, 0.25, 0.5, 1 / 0.1, 0.5, 1", used("data.alpha", "data.dataset"), "paper, Tables 1-2"),
+    ("|D_n|, MNIST / CIFAR-10", "50, 100, 200 / 500, 1000", used("data.samples_per_client", "data.dataset"), "paper, Tables 1-2"),
+    ("transfer set K_t", "= |D_n|", "= |D_n| (IID from the training split, disjoint from clients)", "paper; drawing: ours"),
+    ("local epochs E", "1", used("train.epochs"), "paper"),
+    ("batch size", "8/16/32/64/128 for |D_n| = 50/100/200/500/1000", used("train.batch_size"), "paper"),
+    ("β (Eq. 8)", "10", used("algorithm_params.beta"), "paper"),
+    ("λ (Eq. 10)", "not given (called a temperature in Eq. 2, a balance weight in Eq. 10)",
+     f"{used('algorithm_params.lam')}: balance weight, loss CE + λ²·KL(F_agg ‖ f) at temperature 1", "ours"),
+    ("CE term of Eq. 10", "on D^t (formula) / 'on the local dataset' (prose)", "on the labelled D^t", "ours (formula)"),
+    ("fine-tuning epochs on D^t", "not given", used("algorithm_params.finetune_epochs"), "ours"),
+    ("rounds R", "not given", used("rounds", "data.dataset"), "ours"),
+    ("optimiser, lr", "not given", f"{used('train.optimizer')}, {used('train.lr')} (fresh optimiser per phase)", "ours"),
+    ("d_nm = 0 (Eq. 7)", "not handled", "d clamped to ≥ 1e-6; max in Eq. 8 over m ≠ n", "ours"),
+    ("Selective-FD client selector", "KuLSIF, first quartile", "KuLSIF on raw pixels, σ = 5·√(d/784), fit on ½ of D_n, quartile on the other ½", "official code, adapted"),
+    ("Selective-FD server selector", "entropy threshold (value not found)", f"H(ŷ) ≤ {used('algorithm_params.entropy_threshold')}·ln C", "ours"),
+    ("local test set", "not defined", f"{used('data.local_test_size')} test images per client, client's class proportions", "ours"),
+    ("precision", "—", ", ".join(sorted({report.record_precision(r) for r in records})) or "—", "ours (see results/README.md)"),
+], columns=["hyperparameter", "paper", "records shown", "source"])
+tables.show(hyperparameters)
+profiles_shown = sorted({r.profile for r in records})
+if profiles_shown != [params.profile]:
+    display(Markdown(f"This page was executed with the **{params.profile}** profile, but the numbers below come from "
+                     f"records of the **{', '.join(profiles_shown)}** profile(s) wherever those cover a cell: the table "
+                     "gives the records' settings; the parameters table above gives the executing profile's."))
+
+# %% [markdown]
 # ## Table 1 and Table 2: ALMA (%) beside the paper
 #
-# Each cell: the paper's mean ± std over 3 runs, ours (final round, mean ± std over seeds), the
-# difference, the number of seeds and the profile. "not run" marks cells outside this profile.
+# Each cell: ours (final round, mean ± std over seeds), the paper's mean ± std over its runs and
+# the difference; the caption names the profile and seeds; "not run" marks cells outside it.
 
 # %% tags=["hide-input"]
 keys = ["dataset", "alpha", "size", "algorithm"]
@@ -223,9 +243,9 @@ paper = pd.concat([knfu.paper_table1(), knfu.paper_table2()], ignore_index=True)
 comparison = report.compare_with_paper(ours, paper, keys)
 comparison["algorithm"] = comparison["algorithm"].map(knfu.METHODS)
 for dataset, title in (("mnist", "Table 1 (MNIST)"), ("cifar10", "Table 2 (CIFAR-10)")):
-    display(Markdown(f"**{title}**"))
-    display(report.styled_comparison(comparison[comparison.dataset == dataset].drop(columns="dataset")
-                                     .rename(columns={"size": "|D_n|"}).set_index(["alpha", "|D_n|", "algorithm"])))
+    display(Markdown(f"**{title}**, as the paper lays it out: settings as rows, methods as columns"))
+    display(HTML(tables.paper_layout(comparison[comparison.dataset == dataset], ["alpha", "size"], ["algorithm"],
+                                     method="algorithm", names={"alpha": "α", "size": "|D_n|", "algorithm": ""})))
 
 # %% [markdown]
 # ## The claims, cell by cell
@@ -256,17 +276,12 @@ def curve_panels(frame, panels, title):
     if not panels:
         print(f"{title}: no runs in this profile")
         return
-    columns = min(3, len(panels))
-    rows = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.6 * rows), squeeze=False, sharey=True)
-    for ax, (alpha, size) in zip(axes.flat, panels):
+    fig, axes = plots.grid(len(panels), height=3.3)
+    for ax, (alpha, size) in zip(axes, panels):
         plots.learning_curves(frame[(frame.alpha == alpha) & (frame["size"] == size)], ax,
-                              hue="method", title=f"α = {alpha:g}, |D_n| = {int(size)}")
-        ax.set_ylabel("ALMA (%)")
-    for ax in list(axes.flat)[len(panels):]:
-        ax.set_visible(False)
+                              hue="method", title=f"α = {alpha:g}, |D_n| = {int(size)}", highlight="KnFu")
     fig.suptitle(title)
-    fig.tight_layout()
+    plots.legend_below(fig, axes[0])
 
 
 cells = mnist[["alpha", "size"]].drop_duplicates()
@@ -289,7 +304,7 @@ model_bytes = {dataset: 4 * sum(p.numel() for p in make_model(
     knfu.MODEL_FOR[dataset], InputShape(*shape), seed=0).parameters())
     for dataset, shape in (("mnist", (1, 28, 10)), ("cifar10", (3, 32, 10)))}
 communication["FedAvg up+down (KB)"] = communication["dataset"].map(model_bytes) * 2 / 1e3
-display(communication.round(1).set_index(["dataset", "size", "method"]))
+tables.show(communication.rename(columns={"size": "|D_n|"}), digits=1)
 
 # %% [markdown]
 # ## Beside the paper, in numbers
@@ -325,4 +340,4 @@ robustness_table = robustness.show(knfu, "knfu")
 # they were stored (`runs with fractions`).
 
 # %% tags=["hide-input"]
-display(knfu.selective_fd_filter_table().round(1))
+tables.show(knfu.selective_fd_filter_table(), digits=1)

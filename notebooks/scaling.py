@@ -73,11 +73,12 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from fedkd_core import report
+from fedkd_core import plots, report, tables
 from fedkd_core.chapters import notebook_params, scaling
 
 params = notebook_params(scaling.Params, globals())
-display(report.parameters_table(params))
+plots.use_book_style()
+tables.show(report.parameters_table(params))
 
 # %% [markdown]
 # ## Measured while this page was built
@@ -135,7 +136,7 @@ if not saved:
 for measurement in saved:
     machine = measurement["machine"]
     display(Markdown(f"### {machine['cpu']}, {machine['cores']} cores ({machine['measured']}, profile `{measurement['profile']}`)"))
-    display(scaling.table(measurement).round(2))
+    tables.show(scaling.table(measurement), digits=2)
     plot_rounds(measurement)
     display(Markdown(summary(measurement)))
 

@@ -61,13 +61,14 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from fedkd_core import partition, plots, report
+from fedkd_core import partition, plots, report, tables
 from fedkd_core.chapters import notebook_params, setting
 from fedkd_core.data import load_dataset
 from fedkd_core.results import run_grid
 
 params = notebook_params(setting.Params, globals())
-display(report.parameters_table(params))
+plots.use_book_style()
+tables.show(report.parameters_table(params))
 
 # %% [markdown]
 # ## How the partitions look
@@ -88,7 +89,7 @@ splits = {
     "pathological, 2 classes": partition.pathological(labels, 10, 2, seed=0),
     "step, 2 major classes": partition.step(labels, 10, seed=0),
 }
-fig, axes = plt.subplots(1, len(splits), figsize=(4 * len(splits), 3.6), sharey=True)
+fig, axes = plots.grid(len(splits), height=3.4)
 for ax, (name, parts) in zip(axes, splits.items()):
     plots.label_bubbles(partition.class_histograms(labels, parts, 10), ax, name)
 fig.tight_layout()
@@ -98,8 +99,7 @@ fig.tight_layout()
 # number of classes holding at least 5% of its data (mean over clients). These numbers are
 # deterministic for the seed, so CI checks them.
 
-# %% tags=["hide-input"]
-# NBVAL_CHECK_OUTPUT
+# %% tags=["hide-input", "nbval-check-output"]
 def skew_summary(parts):
     hist = partition.class_histograms(labels, parts, 10)
     share = hist / hist.sum(1, keepdims=True)
@@ -138,7 +138,7 @@ glob = report.mean_std(finals.dropna(subset=["global_acc"]), keys, "global_acc")
 table = alma.assign(ALMA=[report.pm(m, s) for m, s in zip(alma["mean"], alma["std"])])[keys + ["ALMA", "n", "profile"]]
 table = table.merge(glob.assign(**{"global acc": [report.pm(m, s) for m, s in zip(glob["mean"], glob["std"])]})[keys + ["global acc"]],
                     on=keys, how="left").fillna({"global acc": "—"})
-display(table.rename(columns={"data.dataset": "dataset", "data.alpha": "alpha", "n": "seeds"}))
+tables.show(table.rename(columns={"data.dataset": "dataset", "data.alpha": "alpha", "n": "seeds"}))
 
 # %% [markdown]
 # Learning curves: ALMA per round, mean over seeds with a ± 1 std band.
@@ -146,8 +146,8 @@ display(table.rename(columns={"data.dataset": "dataset", "data.alpha": "alpha", 
 # %% tags=["hide-input"]
 history = report.history_table(records)
 panels = history[["dataset", "alpha"]].drop_duplicates().values.tolist()
-fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
-for ax, (dataset, alpha) in zip(axes[0], panels):
+fig, axes = plots.grid(len(panels))
+for ax, (dataset, alpha) in zip(axes, panels):
     plots.learning_curves(history[(history.dataset == dataset) & (history.alpha == alpha)], ax,
                           title=f"{dataset}, Dir({alpha})")
 fig.tight_layout()
@@ -163,7 +163,7 @@ pivot = alma.pivot_table(index=["data.dataset", "data.alpha"], columns="algorith
 if {"local", "fedavg"} <= set(pivot.columns):
     pivot["better"] = np.where(pivot["local"] > pivot["fedavg"], "Local", "FedAvg")
     pivot["FedAvg global acc"] = glob.set_index(["data.dataset", "data.alpha"])["mean"]
-display(pivot.round(1))
+tables.show(pivot, digits=1)
 
 chance = 100 / 10
 flags = [f"{dataset}, Dir({alpha}): FedAvg's global model is at {row['FedAvg global acc']:.1f}% "
@@ -182,5 +182,5 @@ if flags:
 # classes it trains on, so a purely local model scores well on it while the averaged model has
 # to serve every client at once; as $\alpha$ grows the clients' tasks become alike and averaging
 # wins. This is the tension every personalised distillation method in this book tries to resolve.
-# The smoke profile is far too short to show it reliably; read the quick or paper profile in the
-# built book.
+# A run of the smoke profile (seconds, for CI) is far too short to show it reliably; the quick
+# profile (`make book`) and the paper profile are long enough.

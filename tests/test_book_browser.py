@@ -3,9 +3,13 @@ Chromium with no network. Skipped where Chromium is absent (Debian: `apt-get ins
 `make test` runs it wherever it is installed, and CI installs it when it can.
 
 Every page must: typeset its math from the MathJax shipped with the book (no raw TeX left), show
-no broken image, and not overflow the content area horizontally (wide tables scroll inside it).
-The checks run in the page itself: a small script appended to a copy of each page writes its
-findings into the DOM, which Chromium's --dump-dom returns.
+no broken image, not overflow the content area horizontally, show no "nan" in its text, have no
+table wider than the content column at 1280 px, and show every figure at 72% of its size or more
+(the book's figures set 12 pt text at 100 dpi, fedkd_core.plots.BOOK_STYLE, so their text stays at
+least 12 px on screen). A paper chapter shows its verdict within the first fifth of the page, and
+the landing page and the Claims page give every claim the same verdict. The checks run in the page
+itself: a small script appended to a copy of each page writes its findings into the DOM, which
+Chromium's --dump-dom returns.
 """
 
 import json
@@ -39,10 +43,25 @@ window.addEventListener("load", () => setTimeout(() => {
   const broken = [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src);
   const overflow = article.scrollWidth - article.clientWidth;
   const math = document.querySelectorAll("mjx-container").length;
-  document.body.setAttribute("data-check", JSON.stringify({raw, broken, overflow, math}));
+  const nan = (text.match(/\\bnan\\b/gi) || []).length;
+  const paragraph = article.querySelector("section p") || article;  // the text column, inside the article's padding
+  const column = paragraph.clientWidth;
+  const wide = [...article.querySelectorAll("table")].map(t => [t.getBoundingClientRect().width,
+      (t.querySelector("th") || t).innerText.slice(0, 40)])
+    .filter(([w]) => w > column + 1).map(([w, head]) => `${Math.round(w)} px (${head})`);
+  const small = [...article.querySelectorAll("img")].filter(i => i.naturalWidth > 0)
+    .map(i => i.getBoundingClientRect().width / i.naturalWidth).filter(r => r < 0.72).map(r => r.toFixed(2));
+  const verdict = document.getElementById("verdict");
+  const height = document.documentElement.scrollHeight;
+  const verdictAt = verdict ? (verdict.getBoundingClientRect().top + window.scrollY) / height : null;
+  document.body.setAttribute("data-check", JSON.stringify({raw, broken, overflow, math, nan, column, wide, small,
+                                                           verdictAt}));
 }, 3000));
 </script>
 """
+
+
+PAPER_CHAPTERS = ("knfu", "fedckd", "fedua", "fedgmkd")
 
 
 def check_page(page: Path, profile: Path) -> dict:
@@ -60,8 +79,9 @@ def check_page(page: Path, profile: Path) -> dict:
 def smoke_book(tmp_path_factory) -> Path:
     """The book, built from every chapter executed with its smoke defaults."""
     source = tmp_path_factory.mktemp("book")
-    for name in ("_config.yml", "_toc.yml", "intro.md"):
-        shutil.copy(ROOT / "book" / name, source / name)
+    for path in [ROOT / "book" / "_config.yml", ROOT / "book" / "_toc.yml", *(ROOT / "book").glob("*.md")]:
+        shutil.copy(path, source / path.name)
+    shutil.copytree(ROOT / "book" / "_static", source / "_static")
     (source / "chapters").mkdir()
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         target = source / "chapters" / notebook.name
@@ -77,7 +97,7 @@ def smoke_book(tmp_path_factory) -> Path:
 
 
 def pages(html: Path) -> list[Path]:
-    return [html / "intro.html", *sorted((html / "chapters").glob("*.html"))]
+    return [html / "intro.html", html / "performance.html", *sorted((html / "chapters").glob("*.html"))]
 
 
 def test_the_book_ships_mathjax(smoke_book):
@@ -97,7 +117,38 @@ def test_every_page_typesets_its_math_offline_shows_its_images_and_fits_the_page
             problems.append(f"{page.name}: content overflows horizontally by {found['overflow']} px")
         if page.parent.name == "chapters" and found["math"] == 0:
             problems.append(f"{page.name}: no typeset math")
+        if found["nan"]:
+            problems.append(f"{page.name}: 'nan' {found['nan']} times in the rendered text")
+        if found["wide"]:
+            problems.append(f"{page.name}: tables wider than the {found['column']} px column: {found['wide']} px")
+        if found["small"]:
+            problems.append(f"{page.name}: figures shown at {found['small']} of their size (text below 12 px)")
+        if page.stem in PAPER_CHAPTERS and (found["verdictAt"] is None or found["verdictAt"] > 0.2):
+            problems.append(f"{page.name}: the verdict starts at {found['verdictAt']} of the page, not in its first fifth")
     assert not problems, "\n".join(problems)
+
+
+def claim_verdicts(page: Path, claim_column: str, verdict_column: str) -> dict[str, str]:
+    """{claim: verdict} from the table of ``page`` whose header has both columns."""
+    from bs4 import BeautifulSoup
+
+    for table in BeautifulSoup(page.read_text(), "html.parser").find_all("table"):
+        header = [th.get_text(" ", strip=True) for th in table.find("tr").find_all("th")]
+        if claim_column in header and verdict_column in header:
+            claim_at, verdict_at = header.index(claim_column), header.index(verdict_column)
+            rows = [tr.find_all("td") for tr in table.find_all("tr")[1:]]
+            # a claim cell may carry small print under the claim: its link text is the claim
+            def text(cell) -> str:  # Sphinx's smart quotes turn a markdown "'" into "’"
+                return cell.get_text(" ", strip=True).replace("’", "'").replace("‘", "'")
+
+            return {text(cells[claim_at].find("a") or cells[claim_at]): text(cells[verdict_at]) for cells in rows if cells}
+    return {}
+
+
+def test_the_landing_page_and_the_claims_page_agree_claim_by_claim(smoke_book):
+    landing = claim_verdicts(smoke_book / "intro.html", "claim", "our verdict")
+    claims = claim_verdicts(smoke_book / "chapters" / "claims.html", "claim", "verdict")
+    assert landing and landing == claims
 
 
 def test_chapters_hide_plumbing_and_show_parameters_as_a_table(smoke_book):

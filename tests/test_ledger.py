@@ -121,7 +121,7 @@ def test_linked_table_escapes_the_claims_text():
     table = ledger.untestable("X", "Local ≥ sharing at largest |D_n| <", "no data", "x.html#v")
     html = ledger.linked_table(table)
     assert '<a href="./x.html#v">Local ≥ sharing at largest |D_n| &lt;</a>' in html
-    assert html.count("<td>") == len(ledger.COLUMNS) - 1  # one row, section dropped: the '|' split nothing
+    assert html.count("<td>") == len(ledger.CLAIMS_COLUMNS)  # one row: the '|' split nothing
 
 
 def test_evidence_counts_seeds_per_cell_and_lists_the_rounds():

@@ -3,8 +3,9 @@
     .venv/bin/python tools/sync_notebooks.py [chapter ...]
 
 The .py file is the source of truth. The .ipynb twin is what papermill and nbval run; it is
-executed once with its smoke defaults so that cells marked ``# NBVAL_CHECK_OUTPUT`` carry the
-reference output nbval compares against. All other outputs are stripped to keep the file small.
+executed once with its smoke defaults so that cells tagged ``nbval-check-output`` (a tag, not a
+comment, so that the rendered book shows no test marker) carry the reference output nbval compares
+against. All other outputs are stripped to keep the file small.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import nbformat
 from ipc_kernels import execute_notebook  # a sibling script: this file runs as tools/sync_notebooks.py
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-CHECK_MARK = "NBVAL_CHECK_OUTPUT"
+CHECK_TAG = "nbval-check-output"
 
 
 def sync(chapter: str) -> Path:
@@ -39,7 +40,7 @@ def sync(chapter: str) -> Path:
     for cell in ran.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
-        if cell.cell_type == "code" and CHECK_MARK not in cell.source:
+        if cell.cell_type == "code" and CHECK_TAG not in cell.metadata.get("tags", []):
             cell.execution_count = None  # nbval treats a cell with a count as run: keep it only
             cell.outputs = []            # where the reference output is kept
     ran.metadata.pop("papermill", None)

@@ -195,32 +195,80 @@ def verdict_counts(table: pd.DataFrame) -> pd.DataFrame:
                              sort=False)
 
 
+CLAIMS_COLUMNS = ["chapter", "claim", "verdict", "effect (points) [95% interval]", "cells", "the paper's tables",
+                  "robustness"]
+
+
 def linked_table(table: pd.DataFrame) -> str:
-    """The ledger as an HTML table whose claims link to the chapter sections that compute them
-    (all text escaped: claims contain characters such as '|' and '>')."""
-    linked = table.assign(claim=[f'<a href="./{escape(section)}">{escape(claim)}</a>'
-                                 for claim, section in zip(table.claim, table.section)])
-    for column in linked.columns.drop(["claim", "section"]):
-        linked[column] = linked[column].map(lambda value: escape(str(value)))
-    return linked.drop(columns="section").to_html(index=False, escape=False, classes="ledger")
+    """The ledger as the Claims page's HTML table: per claim, linked to the table in its chapter
+    that it rests on (:func:`claim_anchor`), its verdict, effect, cells, the paper's verdict and
+    robustness; the scale, records, a best round that differs and the note in small print under
+    the claim, so that the table fits the content column (all text escaped: claims contain
+    characters such as '|' and '>')."""
+    from ..tables import TABLE_CLASS
+
+    lines = []
+    for _, row in table.iterrows():
+        page = row.section.split("#", 1)[0]
+        details = [f"scale: {row.scale}", f"records: {row.evidence}",
+                   f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else "", row.note]
+        small = "".join(f"<br><small>{escape(str(d))}</small>" for d in details if d and d != "scale: —")
+        claim = f'<a href="./{escape(page)}{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
+        cells = [escape(row.chapter), claim, f"<b>{escape(row.verdict)}</b>", escape(row.effect), escape(row.cells),
+                 escape(row.paper), escape(str(row.get("robustness", "—")))]
+        lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{escape(c)}</th>" for c in CLAIMS_COLUMNS)
+    return f'<table class="{TABLE_CLASS} ledger"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table>'
 
 
 # --- a chapter's own rows, at the top of the chapter ----------------------------------------------
 
-BOX_COLUMNS = ["claim", "verdict", "effect", "cells", "paper", "best round", "scale", "evidence", "note"]
+BOX_COLUMNS = ["claim", "verdict", "effect (points) [95% interval]", "cells", "the paper's tables"]
+# A claim judged in the chapter's verdict section rests on the per-cell table of its claims.
+CELL_TABLE = "#the-claims-cell-by-cell"
+
+
+def claim_anchor(section: str) -> str:
+    """The anchor, within its chapter, of the table a claim rests on."""
+    anchor = "#" + section.split("#", 1)[1] if "#" in section else ""
+    return CELL_TABLE if anchor in ("", "#verdict") else anchor
+
+
+def box_html(rows: pd.DataFrame) -> str:
+    """A chapter's ledger rows as the verdict box: per claim its verdict word, effect with its
+    95% interval, the cells where it holds, the paper's own verdict, linked to the table it rests
+    on; what a verdict leaves out (a best round that differs, the note) under the claim; the scale and the records
+    under the table (the same for every claim of a chapter, so said once)."""
+    from ..tables import TABLE_CLASS
+
+    lines = []
+    for _, row in rows.iterrows():
+        details = [f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else "", row.note]
+        small = "".join(f"<br><small>{escape(str(d))}</small>" for d in details if d)
+        claim = f'<a href="{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
+        cells = [claim, f"<b>{escape(row.verdict)}</b>", escape(row.effect), escape(row.cells), escape(row.paper)]
+        lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{escape(c)}</th>" for c in BOX_COLUMNS)
+    scale = "; ".join(dict.fromkeys(str(s) for s in rows.scale if s != "—"))
+    records = "; ".join(dict.fromkeys(str(e) for e in rows.evidence if e not in ("—", NO_RECORDS)))
+    caption = "".join(f"<br><b>{label}</b> {escape(text)}" for label, text in
+                      (("Scale:", scale), ("Records:", records or NO_RECORDS)) if text)
+    return (f'<table class="{TABLE_CLASS} verdict-box"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(lines)}</tbody></table><p class="fedkd-legend">{caption[4:]}</p>')
 
 
 def verdict_box(module) -> pd.DataFrame:
     """Display a chapter's rows of the ledger (``module.ledger_rows()``: the committed records,
-    whatever profile the page runs) as the box that opens the chapter, and return them."""
+    whatever profile the page runs) as the box that opens the chapter (:func:`box_html`), and
+    return them."""
     from IPython.display import HTML, Markdown, display
 
     rows = module.ledger_rows()
-    display(HTML(rows[BOX_COLUMNS].to_html(index=False, classes="ledger verdict-box")))
+    display(HTML(box_html(rows)))
     display(Markdown("Verdicts are on each run's final round, as the paper's tables are; *best round* judges each "
                      "run at its best evaluation instead, and ⚑ marks a claim whose verdict differs between the two. "
                      "Effects are in accuracy points with 95% intervals; *cells* counts the settings where the claim "
-                     "holds or is reversed on its own. "
+                     "holds or is reversed on its own; a claim links to the table it rests on. "
                      "[How verdicts are computed](claims.ipynb#how-verdicts-are-computed)."))
     return rows
 

@@ -349,17 +349,18 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     where the claim holds, the effect and its seed spread) and return the claim table."""
     from IPython.display import Markdown, display
 
+    from .. import tables
     from ..verdicts import MACHINE_DRIFT, effect_drift
 
     display(Markdown(f"**{name}**: {len(module.ROBUSTNESS)} variants around `notebooks/params/robustness/{name}.yaml`"))
-    display(variants_frame(module))
+    tables.show(variants_frame(module))
     records = records_by_variant(module, module.ROBUSTNESS_BASE, root)
     divergences = divergences_by_variant(module, module.ROBUSTNESS_BASE, root)
     table = claim_table(module, module.ROBUSTNESS_BASE, root, records, divergences)
     if not len(table):
         display(Markdown("No variant has runs yet."))
         return table
-    display(table.round(2))
+    tables.show(table, digits=2)
     if plot_effects(table, module.ROBUSTNESS[0].name) is not None:
         display(Markdown("Above, each claim over the variants whose runs are all committed: the pooled effect with "
                          "its 95% interval, a **filled** marker where the verdict is *holds* and a hollow one otherwise "

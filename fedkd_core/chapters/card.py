@@ -1,0 +1,168 @@
+"""What opens and closes every paper chapter besides its verdict: the paper's full reference with
+its DOI or arXiv link and its claim as the paper states it (:data:`PAPERS`), and the "Reproduce
+this chapter" box (:func:`reproduce_box`): the set-up commands, the papermill command, the sweep
+command of each profile, and each profile's measured compute time on named hardware, read from
+the committed records' ``timings.total_seconds`` and ``environment.device_name`` (nothing typed).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+PARAMS = ROOT / "notebooks" / "params"
+# The profiles in the order of their cost; "smoke" is the notebook's own defaults (no yaml).
+PROFILES = ("smoke", "quick", "reduced", "paper", "robustness")
+PROFILE_TEXT = {
+    "smoke": "the notebook's defaults: seconds, for CI",
+    "quick": "what `make book` runs: minutes on a laptop CPU",
+    "reduced": "the paper's setting at a smaller scale (data, rounds or model, as the chapter says)",
+    "paper": "the paper's full settings",
+    "robustness": "the claims' cells once per alternative reading of what the paper leaves open",
+}
+
+
+@dataclass(frozen=True)
+class Paper:
+    authors: str
+    title: str
+    venue: str
+    link: str  # DOI or arXiv address
+    claim: str  # the paper's own words
+
+    def reference(self) -> str:
+        """The full reference as markdown, linked."""
+        return f"{self.authors}. *{self.title}*. {self.venue}. [{self.link.split('//', 1)[1]}]({self.link})"
+
+
+PAPERS = {
+    "knfu": Paper("S. J. Seyedmohammadi, S. K. Atapour, J. Abouei, A. Mohammadi", "KnFu: Effective Knowledge Fusion",
+                  "arXiv preprint arXiv:2403.11892, 2024", "https://arxiv.org/abs/2403.11892",
+                  "A key conclusion of the work is that in scenarios with large and highly heterogeneous local datasets, "
+                  "local training could be preferable to knowledge fusion-based solutions."),
+    "fedua": Paper("S.-M. Lee, J.-L. Wu", "FedUA: An Uncertainty-Aware Distillation-Based Federated Learning Scheme "
+                   "for Image Classification", "Information 14(4), 234, 2023", "https://doi.org/10.3390/info14040234",
+                   "A series of experiments on the image classification task confirms that our proposed model aggregation "
+                   "scheme can effectively solve the problem of non-IID data, especially when affordable transmission "
+                   "costs are limited."),
+    "fedgmkd": Paper("J. Zhang, C. Shan, J. Han", "FedGMKD: An Efficient Prototype Federated Learning Framework through "
+                     "Knowledge Distillation and Discrepancy-Aware Aggregation",
+                     "Advances in Neural Information Processing Systems 37 (NeurIPS 2024)",
+                     "https://openreview.net/forum?id=c3OZBJpN7M",
+                     "This framework improves model performance by prototype-based distillation knowledge without relying "
+                     "on public datasets and enhances both local and global accuracy across diverse data distributions."),
+    "fedckd": Paper("P. Wang, B. Liu, W. Guo, Y. Li, S. Ge", "Towards Personalized Federated Learning via "
+                    "Comprehensive Knowledge Distillation", "arXiv preprint arXiv:2411.03569, 2024",
+                    "https://arxiv.org/abs/2411.03569",
+                    "Our method, FedCKD, consistently outperforms other methods in various settings."),
+}
+
+
+def citation(chapter: str) -> str:
+    """The chapter's paper as markdown: the reference, then its claim quoted."""
+    paper = PAPERS[chapter]
+    return f"{paper.reference()}\n\n> {paper.claim}"
+
+
+def show_citation(chapter: str) -> None:
+    from IPython.display import Markdown, display
+
+    display(Markdown(citation(chapter)))
+
+
+# --- measured time per profile ---------------------------------------------------------------------
+
+def machine_text(device_name: str | None) -> str:
+    """A machine as a reader needs it: "AMD EPYC (family 25 model 17, AVX512-BF16)" -> "AMD EPYC";
+    the CPU's family, model and instruction sets stay in the records."""
+    return re.sub(r"\s*\(.*\)\s*$", "", device_name or "unknown machine") or "unknown machine"
+
+
+def profile_files(chapter: str, root: Path = PARAMS) -> dict[str, list[Path]]:
+    """The yamls of each profile that has one for ``chapter``: ``<chapter>.yaml`` and its
+    additions such as ``knfu_mnist5.yaml`` (more seeds); the smoke profile has none."""
+    found = {profile: sorted((root / profile).glob(f"{chapter}.yaml")) + sorted((root / profile).glob(f"{chapter}_*.yaml"))
+             for profile in PROFILES}
+    return {profile: paths for profile, paths in found.items() if paths}
+
+
+def profile_records(chapter: str, profile: str, paths: list[Path], results=None) -> list:
+    """The committed records of ``profile``'s grids for ``chapter`` (its robustness variants for
+    the robustness profile), each once, nothing run."""
+    from ..results import stored_records
+    from ..sweep import load_grid
+
+    records = {}
+    for path in paths:
+        _, configs = load_grid(chapter, path, robustness=profile == "robustness")
+        records.update({r.key: r for r in stored_records(configs, results) if r.profile == profile})
+    return list(records.values())
+
+
+def measured_times(chapter: str, results=None, params_root: Path = PARAMS) -> pd.DataFrame:
+    """Per profile of ``chapter`` and machine its records ran on: runs, the compute time they
+    took (sum of ``timings.total_seconds``, hours) and the longest run (minutes)."""
+    rows = []
+    for profile, paths in profile_files(chapter, params_root).items():
+        records = profile_records(chapter, profile, paths, results)
+        for machine, group in pd.DataFrame(
+                [{"machine": machine_text(r.environment.get("device_name")),
+                  "threads": r.environment.get("threads"), "seconds": r.timings["total_seconds"]}
+                 for r in records], columns=["machine", "threads", "seconds"]).groupby("machine"):
+            threads = sorted({int(t) for t in group.threads.dropna()})
+            per_run = "/".join(map(str, threads)) + (" thread" if threads == [1] else " threads") + " per run"
+            rows.append({"profile": profile, "machine": machine + (f", {per_run}" if threads else ""),
+                         "runs": len(group), "compute (hours)": group.seconds.sum() / 3600,
+                         "longest run (minutes)": group.seconds.max() / 60})
+    return pd.DataFrame(rows, columns=["profile", "machine", "runs", "compute (hours)", "longest run (minutes)"])
+
+
+def commands(chapter: str, params_root: Path = PARAMS) -> list[tuple[str, str]]:
+    """(what, command) to set up, execute the chapter, and sweep each profile's grid."""
+    lines = [("set up (Python 3.11: virtual environment, package)", "make setup"),
+             ("datasets (offline copies, else downloaded)", "make data"),
+             ("execute this chapter (quick profile) into a notebook",
+              f".venv/bin/papermill notebooks/{chapter}.ipynb {chapter}-out.ipynb "
+              f"-f notebooks/params/quick/{chapter}.yaml")]
+    for profile, paths in profile_files(chapter, params_root).items():
+        flag = " --robustness" if profile == "robustness" else ""
+        for path in paths:
+            lines.append((f"{profile} profile{'' if path.stem == chapter else f' ({path.stem})'}: run its grid "
+                          "(resumable; --workers N runs N at a time)",
+                          f".venv/bin/python -m fedkd_core.sweep {chapter} --params "
+                          f"notebooks/params/{profile}/{path.name}{flag} --workers 2"))
+    return lines
+
+
+def reproduce_html(chapter: str, times: pd.DataFrame, params_root: Path = PARAMS) -> str:
+    """The "Reproduce this chapter" box: :func:`commands`, then :func:`measured_times`."""
+    from ..tables import html
+
+    script = "\n".join(f"# {what}\n{command}" for what, command in commands(chapter, params_root))
+    profiles = "".join(f"<li><b>{p}</b>: {escape(PROFILE_TEXT[p])}</li>"
+                       for p in ("smoke", *profile_files(chapter, params_root)))
+    if len(times):
+        table = html(times, digits={"compute (hours)": 2, "longest run (minutes)": 1})
+        timing = ("<p>Measured: the compute time of the committed records of each profile, summed over its "
+                  "runs (a sweep with <i>N</i> workers on <i>N</i> free cores takes about 1/<i>N</i> of it; "
+                  "the same run on a GPU is faster).</p>" + table)
+    else:
+        timing = "<p>No committed records of this chapter's profiles yet: no measured time.</p>"
+    return (f'<div class="fedkd-reproduce"><p><b>Reproduce this chapter.</b> Profiles:</p><ul>{profiles}</ul>'
+            f"<pre>{escape(script)}</pre>{timing}"
+            "<p>A rerun with other parameters: <code>-p NAME VALUE</code> after the papermill command "
+            "(the parameters table lists their names).</p></div>")
+
+
+def reproduce_box(chapter: str) -> pd.DataFrame:
+    """Display the "Reproduce this chapter" box and return the measured times."""
+    from IPython.display import HTML, display
+
+    times = measured_times(chapter)
+    display(HTML(reproduce_html(chapter, times)))
+    return times

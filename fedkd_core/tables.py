@@ -1,0 +1,224 @@
+"""Tables as the book shows them: one formatter for every chapter.
+
+Every table of the book goes through :func:`html` (or :func:`show`): no pandas index, every
+value formatted (no raw floats, "—" where there is no value, never "nan"), columns separated, and
+a CSS class (``fedkd-table``, styled in ``book/_static/fedkd.css``) that keeps it inside the
+676 px content column at 1280 px by wrapping text rather than widening the page.
+
+:func:`paper_layout` turns a long :func:`fedkd_core.report.compare_with_paper` table into the
+paper's own layout (methods as rows, the paper's cells as columns, paper and ours in each cell).
+At the paper's scale a cell compares the values; at any smaller scale absolute values cannot be
+compared, so a cell compares what the scale can test: each method's rank within its column and
+its gain over a baseline (FedAvg), ours beside the paper's. A legend under each table explains
+every colour.
+"""
+
+from __future__ import annotations
+
+import numbers
+from html import escape
+
+import numpy as np
+import pandas as pd
+
+DASH = "—"
+TABLE_CLASS = "fedkd-table"
+
+
+def missing(value) -> bool:
+    """None, NaN, NaT and pandas' NA: a cell with no value."""
+    if value is None:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # lists, arrays: a value
+        return False
+
+
+def cell_text(value, digits: int = 1) -> str:
+    """One cell as text: "—" for a missing value, a float with ``digits`` decimals (``-0.0`` as
+    ``0.0``), an integer-valued count as an integer, booleans as yes/no, anything else as str."""
+    if missing(value):
+        return DASH
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        return f"{float(value) + 0.0:.{digits}f}"
+    return str(value)
+
+
+def mean_spread(mean, std, digits: int = 1) -> str:
+    """"55.75 ± 0.40"; "55.75 (no spread)" where there is no spread (the paper gives none, or a
+    single run); "—" without a mean."""
+    if missing(mean):
+        return DASH
+    if missing(std):
+        return f"{mean:.{digits}f} (no spread)"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def flat(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a meaningful index turned into columns and multi-level column names joined
+    (a pivot table's "metric · clients"), so that no pandas index is shown."""
+    if not isinstance(frame.index, pd.RangeIndex) or any(name is not None for name in frame.index.names):
+        frame = frame.reset_index()
+    if isinstance(frame.columns, pd.MultiIndex):
+        frame = frame.copy()
+        frame.columns = [" · ".join(cell_text(part) for part in column if str(part) != "") for column in frame.columns]
+    return frame
+
+
+def html(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "") -> str:
+    """``frame`` as an HTML table of the book (module docstring); ``digits`` for every float
+    column, or per column name (default 1); ``legend`` (markdown-free HTML) under the table."""
+    frame = flat(frame)
+
+    def places(column) -> int:
+        return digits.get(column, 1) if isinstance(digits, dict) else digits
+
+    head = "".join(f"<th>{escape(str(column))}</th>" for column in frame.columns)
+    body = "".join("<tr>" + "".join(f"<td>{escape(cell_text(value, places(column)))}</td>"
+                                    for column, value in zip(frame.columns, row)) + "</tr>"
+                   for row in frame.itertuples(index=False))
+    note = f'<p class="fedkd-legend">{legend}</p>' if legend else ""
+    return f'<table class="{TABLE_CLASS}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}'
+
+
+def show(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "") -> None:
+    """Display :func:`html` of ``frame`` in a notebook."""
+    from IPython.display import HTML, display
+
+    display(HTML(html(frame, digits, legend)))
+
+
+# --- a comparison with the paper, in the paper's layout ------------------------------------------
+
+AGREES, DISAGREES, PARTLY, NOT_RUN = "fedkd-agrees", "fedkd-disagrees", "fedkd-partly", "fedkd-not-run"
+PAPER_SCALE = "paper"
+
+
+def ranks(table: pd.DataFrame, group: list[str], value: str) -> pd.Series:
+    """Rank of each row's ``value`` (1 = highest) among the rows that share the ``group`` keys
+    (the methods of one column of the paper's table); NaN where ``value`` is missing."""
+    scored = table[value].where(table[value].notna())
+    return scored.groupby([table[k] for k in group], dropna=False).rank(ascending=False, method="min") \
+        if group else scored.rank(ascending=False, method="min")
+
+
+def gains(table: pd.DataFrame, keys: list[str], method: str, value: str, baseline: str) -> pd.Series:
+    """Each row's ``value`` minus the ``baseline`` method's in the same column (NaN without one)."""
+    others = [k for k in keys if k != method]
+    base = table[table[method] == baseline].set_index(others)[value] if others else \
+        table.loc[table[method] == baseline, value].iloc[:1]
+    if others:
+        reference = [base.get(tuple(row) if len(others) > 1 else row[0], np.nan)
+                     for row in table[others].itertuples(index=False)]
+    else:
+        reference = [base.iloc[0] if len(base) else np.nan] * len(table)
+    return table[value] - np.asarray(reference, dtype=float)
+
+
+def scored(table: pd.DataFrame, keys: list[str], method: str | None, baseline: str | None,
+           columns: list[str]) -> pd.DataFrame:
+    """A compare_with_paper table (with its ``mean_paper`` and ``mean_ours``) with each row's rank
+    among the methods of its column (the keys but ``method``; without a ``method``, the rows of a
+    column of ``columns``) and gain over ``baseline``, ours and the paper's, over the rows both ran."""
+    both = table["mean_ours"].notna() & table["mean_paper"].notna()
+    shared = table[both].copy()
+    group = [k for k in keys if k != method] if method else columns
+    for side in ("ours", "paper"):
+        shared[f"rank_{side}"] = ranks(shared, group, f"mean_{side}")
+        shared[f"gain_{side}"] = (gains(shared, keys, method, f"mean_{side}", baseline) if baseline and method
+                                  else np.nan)
+    return table.join(shared[[c for c in shared.columns if c.startswith(("rank_", "gain_"))]])
+
+
+def cell_html(row, at_paper_scale: bool, baseline: str | None, method: str, digits: int) -> tuple[str, str]:
+    """(CSS class, inner HTML) of one method in one column of :func:`paper_layout`."""
+    if missing(row.mean_ours):
+        return NOT_RUN, f"not run<br><small>paper {escape(row.paper)}</small>"
+    ours = escape(row.ours)
+    if missing(row.mean_paper):
+        return "", f"{ours}<br><small>paper: {DASH}</small>"
+    if at_paper_scale:
+        difference = row.mean_ours - row.mean_paper
+        css = AGREES if row.agrees else DISAGREES
+        return css, f"{ours}<br><small>paper {escape(row.paper)}; Δ {difference:+.{digits}f}</small>"
+    rank = f"#{int(row.rank_ours)} <small>(paper #{int(row.rank_paper)})</small>"
+    same_rank = row.rank_ours == row.rank_paper
+    if not baseline or not method or getattr(row, method) == baseline or missing(row.gain_ours):
+        return (AGREES if same_rank else DISAGREES), f"{ours}<br>{rank}"
+    gain = (f"<br><small>vs {escape(baseline)} {row.gain_ours:+.{digits}f} "
+            f"(paper {row.gain_paper:+.{digits}f})</small>")
+    same_sign = np.sign(row.gain_ours) == np.sign(row.gain_paper)
+    css = AGREES if same_rank else PARTLY if same_sign else DISAGREES
+    return css, f"{ours}<br>{rank}{gain}"
+
+
+def legend(at_paper_scale: bool, baseline: str | None) -> str:
+    """What the colours of :func:`paper_layout` mean, for its scale."""
+    swatch = '<span class="{}">&nbsp;&nbsp;&nbsp;&nbsp;</span> {}'
+    if at_paper_scale:
+        parts = [swatch.format(AGREES, "ours within the paper's spread + 2 points"),
+                 swatch.format(DISAGREES, "ours outside it"), swatch.format(NOT_RUN, "not run")]
+        head = "Each cell: ours (mean ± std over seeds), the paper's, and ours − paper (Δ)."
+    else:
+        gain = f"; and our gain over {baseline} beside the paper's" if baseline else ""
+        parts = [swatch.format(AGREES, "same rank as in the paper")]
+        if baseline:
+            parts.append(swatch.format(PARTLY, f"another rank, but the gain over {baseline} has the paper's sign"))
+        parts += [swatch.format(DISAGREES, "another rank" + (f" and the gain over {baseline} has the opposite sign"
+                                                              if baseline else "")),
+                  swatch.format(NOT_RUN, "not run")]
+        head = ("At a reduced scale absolute accuracies are not comparable with the paper's; each cell "
+                f"shows ours (mean ± std over seeds), its rank among the methods of its column (#1 = best) "
+                f"beside the paper's rank{gain}.")
+    return head + "<br>" + " &nbsp; ".join(parts)
+
+
+def key_text(value) -> str:
+    """A setting as a header shows it: 0.1 not 0.10, 100 not 100.0."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def header_text(key_names: dict, keys: list[str], values) -> str:
+    values = values if isinstance(values, tuple) else (values,)
+    return ", ".join(f"{key_names.get(k, k)} {key_text(v)}".strip() for k, v in zip(keys, values))
+
+
+def paper_layout(table: pd.DataFrame, rows: list[str], columns: list[str], method: str | None,
+                 baseline: str | None = None, names: dict | None = None, digits: int = 1) -> str:
+    """A :func:`fedkd_core.report.compare_with_paper` table as HTML in the paper's layout: one
+    table per profile that ran a cell, ``rows`` as rows (the methods, or the settings where the
+    paper puts the methods in columns), ``columns`` as columns (only the columns this profile
+    ran), each cell ours beside the paper's (:func:`cell_html`), coloured, with :func:`legend`.
+    ``names`` relabels the keys in the headers (``{"alpha": "α"}``)."""
+    names = names or {}
+    keys = rows + columns
+    blocks = []
+    for profile, group in table[table["mean_ours"].notna()].groupby("profile", sort=False):
+        at_paper_scale = profile == PAPER_SCALE
+        ran = group[columns].drop_duplicates()
+        unrun = table[table["mean_ours"].isna()].merge(ran, on=columns)
+        block = scored(pd.concat([group, unrun], ignore_index=True), keys, method, baseline, columns)
+        header = [header_text(names, columns, tuple(v)) for v in ran.itertuples(index=False)]
+        lines = []
+        for row_key, row_group in block.groupby(rows, sort=False):
+            row_key = row_key if isinstance(row_key, tuple) else (row_key,)
+            cells = {tuple(getattr(r, c) for c in columns): cell_html(r, at_paper_scale, baseline, method, digits)
+                     for r in row_group.itertuples(index=False)}
+            tds = "".join((lambda css, text: f'<td class="{css}">{text}</td>')(*cells.get(tuple(v), (NOT_RUN, DASH)))
+                          for v in ran.itertuples(index=False))
+            lines.append("<tr>" + "".join(f'<th class="fedkd-key">{escape(key_text(v))}</th>' for v in row_key)
+                         + tds + "</tr>")
+        head = "".join(f'<th class="fedkd-key">{escape(names.get(r, r))}</th>' for r in rows) + "".join(f"<th>{escape(h)}</th>" for h in header)
+        rounds = ", ".join(sorted({str(r) for r in group.get("rounds", pd.Series(dtype=str)) if r}))
+        seeds = group.seeds.astype(int)
+        caption = (f"profile <b>{escape(profile)}</b>{f', {escape(rounds)} rounds' if rounds else ''}, "
+                   f"{seeds.min() if seeds.min() == seeds.max() else f'{seeds.min()}-{seeds.max()}'} seed(s) per cell")
+        blocks.append(f'<table class="{TABLE_CLASS} fedkd-paper-layout"><caption>{caption}</caption>'
+                      f"<thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table>"
+                      f'<p class="fedkd-legend">{legend(at_paper_scale, baseline)}</p>')
+    return "".join(blocks)

@@ -1,0 +1,65 @@
+"""The chapters' references and "Reproduce this chapter" boxes, and the verdict box's layout."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fedkd_core.chapters import card, ledger
+
+PAPERS_TEXT = Path(__file__).resolve().parents[1].parent / "shared" / "papers"
+
+
+@pytest.mark.parametrize("chapter", sorted(card.PAPERS))
+def test_every_paper_is_cited_with_a_doi_or_arxiv_link_and_its_claim_in_its_own_words(chapter):
+    paper = card.PAPERS[chapter]
+    assert paper.link.startswith(("https://doi.org/10.", "https://arxiv.org/abs/", "https://openreview.net/"))
+    text = card.citation(chapter)
+    assert f"]({paper.link})" in text and "../" not in text and f"> {paper.claim}" in text
+    source = PAPERS_TEXT / f"{chapter}.md"
+    if source.exists():  # the quote is the paper's text, word for word (modulo whitespace)
+        assert " ".join(paper.claim.split()) in " ".join(source.read_text().split())
+
+
+def test_machine_names_drop_the_cpu_details():
+    assert card.machine_text("AMD EPYC (family 25 model 17, AVX512-BF16)") == "AMD EPYC"
+    assert card.machine_text("NVIDIA H100 80GB HBM3") == "NVIDIA H100 80GB HBM3"
+    assert card.machine_text(None) == "unknown machine"
+
+
+def test_commands_set_up_execute_and_sweep_every_profile(tmp_path):
+    for profile, name in (("quick", "knfu"), ("paper", "knfu"), ("paper", "knfu_mnist5"), ("robustness", "knfu")):
+        (tmp_path / profile).mkdir(exist_ok=True)
+        (tmp_path / profile / f"{name}.yaml").write_text("profile: x\n")
+    lines = [command for _, command in card.commands("knfu", tmp_path)]
+    assert lines[:2] == ["make setup", "make data"] and "papermill notebooks/knfu.ipynb" in lines[2]
+    sweeps = [line for line in lines if "fedkd_core.sweep" in line]
+    assert len(sweeps) == 4 and sum("--robustness" in line for line in sweeps) == 1
+    assert any("params/paper/knfu_mnist5.yaml" in line for line in sweeps)
+
+
+def test_the_reproduce_box_states_measured_times_or_that_there_are_none(tmp_path):
+    (tmp_path / "quick").mkdir()
+    (tmp_path / "quick" / "knfu.yaml").write_text("profile: quick\n")
+    empty = card.reproduce_html("knfu", pd.DataFrame(), tmp_path)
+    assert "Reproduce this chapter" in empty and "no measured time" in empty
+    times = pd.DataFrame([{"profile": "quick", "machine": "AMD EPYC, 1 thread per run", "runs": 12,
+                           "compute (hours)": 0.123456, "longest run (minutes)": 3.0}])
+    shown = card.reproduce_html("knfu", times, tmp_path)
+    assert "0.12" in shown and "0.123456" not in shown and "AMD EPYC" in shown and "nan" not in shown.lower()
+
+
+def test_the_verdict_box_links_each_claim_to_the_table_it_rests_on_and_fits_five_columns():
+    rows = pd.DataFrame([{"chapter": "X", "claim": "A > B", "verdict": "holds", "effect": "+1.0 [+0.5, +1.5]",
+                          "cells": "3 hold of 3", "paper": "holds", "best round": "holds, +1.2", "scale": "reduced: R = 15",
+                          "evidence": "profile reduced: 9 runs", "note": "", "section": "x.html#verdict"},
+                         {"chapter": "X", "claim": "C > D", "verdict": "inconclusive", "effect": "+0.1 [-0.5, +0.7]",
+                          "cells": "—", "paper": "holds", "best round": "holds, +0.9 ⚑ differs", "scale": "reduced: R = 15",
+                          "evidence": "profile reduced: 9 runs", "note": "6 seeds per cell would decide",
+                          "section": "x.html#table-iv-annealing"}])
+    box = ledger.box_html(rows)
+    assert box.count("<th>") == len(ledger.BOX_COLUMNS) == 5
+    assert 'href="#the-claims-cell-by-cell">A &gt; B' in box and 'href="#table-iv-annealing">C &gt; D' in box
+    assert "⚑ differs" in box and "6 seeds per cell" in box and box.count("reduced: R = 15") == 1
+    claims = ledger.linked_table(rows.assign(robustness="—"))
+    assert 'href="./x.html#the-claims-cell-by-cell"' in claims and claims.count("<th>") == len(ledger.CLAIMS_COLUMNS)

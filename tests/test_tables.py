@@ -1,0 +1,58 @@
+"""The book's table formatter and the paper's layout of a comparison."""
+
+import numpy as np
+import pandas as pd
+
+from fedkd_core import report, tables
+
+
+def comparison(profile="paper"):
+    paper = pd.DataFrame({"alpha": [0.1] * 3 + [0.5] * 3, "method": ["FedAvg", "A", "B"] * 2,
+                          "mean": [80.0, 85.0, 82.0, 70.0, 75.0, 72.0], "std": [1.0, 0.5, np.nan, 1.0, 1.0, 1.0]})
+    ours = pd.DataFrame({"alpha": [0.1] * 3, "method": ["FedAvg", "A", "B"], "mean": [50.0, 51.0, 55.0],
+                         "std": [0.5, 0.2, 0.1], "n": [3, 3, 3], "profile": [profile] * 3, "rounds": ["15"] * 3})
+    return report.compare_with_paper(ours, paper, ["alpha", "method"])
+
+
+def test_cells_never_read_nan_and_a_missing_spread_says_so():
+    assert tables.mean_spread(55.75, np.nan, 2) == "55.75 (no spread)"
+    assert tables.mean_spread(np.nan, 1.0) == "—"
+    assert tables.cell_text(np.nan) == "—" and tables.cell_text(-0.0) == "0.0" and tables.cell_text(1.0, 3) == "1.000"
+    assert tables.cell_text(np.int64(7)) == "7" and tables.cell_text(True) == "yes"
+    assert report.pm(55.75, float("nan"), 2) == "55.75 (no spread)"
+
+
+def test_html_has_no_index_no_nan_and_joins_pivot_headers():
+    frame = pd.DataFrame({"metric": ["local", "global"], "clients": [10, 10], "value": [0.123456, np.nan]})
+    pivot = frame.pivot_table(index="clients", columns="metric", values="value", dropna=False)
+    text = tables.html(pivot, digits=2, legend="a legend")
+    assert "nan" not in text.lower() and "0.12" in text and "0.123456" not in text
+    assert "<th>clients</th>" in text and "fedkd-legend" in text
+    assert tables.html(frame.set_index("metric")).count("<th>") == 3  # the index became a column
+
+
+def test_paper_scale_compares_values_and_marks_agreement():
+    text = tables.paper_layout(comparison("paper"), ["method"], ["alpha"], "method")
+    assert text.count("<table") == 1 and "α" not in text and "alpha 0.1" in text and "alpha 0.5" not in text
+    assert "Δ −" in text or "Δ -" in text  # ours − paper shown at the paper's scale
+    assert tables.DISAGREES in text and "within the paper's spread" in text
+    assert "nan" not in text.lower()
+
+
+def test_reduced_scale_compares_ranks_and_gains_over_the_baseline():
+    text = tables.paper_layout(comparison("reduced"), ["method"], ["alpha"], "method", baseline="FedAvg",
+                               names={"alpha": "α"})
+    assert "Δ" not in text and "α 0.1" in text
+    # B is #1 for us (55.0), #2 in the paper (82.0 < 85.0); its gain over FedAvg +5.0 vs the paper's +2.0
+    row_b = text.split(">B</th>")[1].split("</tr>")[0]
+    assert "#1" in row_b and "paper #2" in row_b and "+5.0" in row_b and "+2.0" in row_b
+    assert tables.PARTLY in row_b  # another rank, same sign of the gain
+    row_a = text.split(">A</th>")[1].split("</tr>")[0]
+    assert "#2" in row_a and tables.PARTLY in row_a
+    assert "same rank as in the paper" in text and "rank among the methods" in text
+
+
+def test_one_table_per_profile():
+    both = pd.concat([comparison("paper"), comparison("reduced")], ignore_index=True)
+    text = tables.paper_layout(both, ["method"], ["alpha"], "method", baseline="FedAvg")
+    assert text.count("<table") == 2 and "profile <b>paper</b>" in text and "profile <b>reduced</b>" in text
