@@ -77,7 +77,7 @@ card.show_citation("knfu")
 # ## Verdict
 #
 # Each claim of the paper, judged on the committed paper-profile records (20 clients, every cell
-# of Tables 1-2, 3-5 seeds), whatever profile this page was executed with: the same rows as on the
+# of Tables 1-2, the seeds the evidence line below gives), whatever profile this page was executed with: the same rows as on the
 # [Claims page](claims.ipynb). The tables further down show the records of this page's profile.
 
 # %% tags=["remove-input"]
