@@ -11,23 +11,26 @@ typed in: a chapter without committed records says so.
 from __future__ import annotations
 
 import sys
+from html import escape
 from pathlib import Path
 
 import pandas as pd
 
 COLUMNS = ["paper", "claim", "our verdict", "effect (points) [95% interval]", "the paper's tables", "scale"]
+SCALE_NOTE = "**Scales.** "
 
 
 def glance_table(ledger: pd.DataFrame | None = None) -> pd.DataFrame:
     """The ledger (:func:`fedkd_core.chapters.ledger.ledger`, read when not given) as the landing
-    page's table: each claim linked to the chapter section that computes it."""
+    page's table: each claim linked to the chapter section that computes it (raw HTML: MyST would
+    treat a Markdown link to ``chapters/x.html#anchor`` as a cross-reference it cannot resolve)."""
     from .chapters.ledger import ledger as read_ledger
 
     table = read_ledger() if ledger is None else ledger
     rows = [{"paper": row.chapter,
-             "claim": f"[{_escape(row.claim)}](chapters/{row.section})",
+             "claim": _escape(f'<a href="chapters/{escape(row.section)}">{escape(row.claim)}</a>'),
              "our verdict": f"**{row.verdict}**", "effect (points) [95% interval]": row.effect,
-             "the paper's tables": _escape(row.paper), "scale": row.scale}
+             "the paper's tables": _escape(row.paper), "scale": str(row.scale).split(":")[0]}
             for row in table.itertuples(index=False)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -35,6 +38,12 @@ def glance_table(ledger: pd.DataFrame | None = None) -> pd.DataFrame:
 def _escape(text: str) -> str:
     """Markdown-table-safe text: a '|' would split the cell."""
     return str(text).replace("|", "\\|")
+
+
+def scales_text(ledger: pd.DataFrame) -> str:
+    """One line per paper saying what its "scale" stands for (the ledger's full scale text)."""
+    scales = ledger[ledger.scale != "—"].drop_duplicates("chapter").set_index("chapter").scale
+    return SCALE_NOTE + "; ".join(f"{chapter}: {_escape(scale)}" for chapter, scale in scales.items()) + "."
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -45,7 +54,10 @@ def markdown(table: pd.DataFrame) -> str:
 def main(argv: list[str] | None = None) -> None:
     target = Path((argv or sys.argv[1:])[0])
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(markdown(glance_table()))
+    from .chapters.ledger import ledger as read_ledger
+
+    table = read_ledger()
+    target.write_text(markdown(glance_table(table)) + "\n" + scales_text(table) + "\n")
     print(f"{target} written")
 
 

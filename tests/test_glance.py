@@ -10,7 +10,9 @@ def test_the_landing_page_is_the_ledger_with_the_same_claims_and_verdicts():
     assert list(page.columns) == glance.COLUMNS
     assert len(page) == len(table) and list(page.paper.unique()) == ["KnFu", "FedCKD", "FedUA", "FedGMKD"]
     assert [v.strip("*") for v in page["our verdict"]] == list(table.verdict)
-    assert all(glance._escape(claim) in link for claim, link in zip(table.claim, page.claim))
+    from html import escape
+
+    assert all(glance._escape(escape(claim)) in link for claim, link in zip(table.claim, page.claim))
     assert set(table.verdict) <= {ledger.NO_RECORDS, ledger.UNTESTABLE}  # no records here: none judged
 
 
@@ -18,4 +20,12 @@ def test_a_claim_with_a_bar_does_not_split_the_markdown_row():
     row = ledger.untestable("X", "Local ≥ sharing at |D_n| max", "no data", "x.html#v")
     text = glance.markdown(glance.glance_table(row))
     body = text.splitlines()[2]
-    assert body.count(" | ") == len(glance.COLUMNS) - 1 and "(chapters/x.html#v)" in body
+    assert body.count(" | ") == len(glance.COLUMNS) - 1 and '<a href="chapters/x.html#v">' in body
+
+
+def test_the_scale_column_is_short_and_a_line_below_says_what_each_scale_is():
+    table = ledger.ledger()
+    page = glance.glance_table(table)
+    assert all(":" not in scale for scale in page.scale)
+    fake = table.head(2).assign(chapter=["A", "B"], scale=["paper: 20 clients", "reduced: 10 rounds"])
+    assert glance.scales_text(fake) == "**Scales.** A: paper: 20 clients; B: reduced: 10 rounds."
