@@ -354,6 +354,17 @@ def variant_lines(chapter: str, params, variants: tuple[str, ...], done: list) -
     return lines
 
 
+def resume_line(configs, profile: str) -> str:
+    """"3 of them resume from a checkpoint: ..." for the runs not done that have a saved state
+    (``fedkd_core.checkpoint``: they restart from their last saved round, not round 1), else ""."""
+    root = results_dir()
+    saved = [config for config in configs if claims.state_path(root, profile, config_hash(config)).exists()]
+    if not saved:
+        return ""
+    return (f"{len(saved)} of them resume from a checkpoint (their last saved round): "
+            + "; ".join(describe(config) for config in saved))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("chapter")
@@ -383,6 +394,8 @@ def main(argv: list[str] | None = None) -> None:
         raise unreadable_exit(split["unreadable"])
     if args.dry_run:
         if line := pace_line(split):
+            print(line)
+        if line := resume_line(split["left"] + split["claimed"], params.profile):
             print(line)
         if args.robustness:
             print("\n".join(variant_lines(args.chapter, params, variants, split["done_records"])))

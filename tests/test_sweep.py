@@ -66,6 +66,18 @@ def test_dry_run_counts_live_claims_apart_from_what_is_left(smoke_grid, tmp_path
     assert f"0 done, 1 claimed by running workers, {len(configs) - 1} left" in capsys.readouterr().out
 
 
+def test_the_dry_run_says_which_runs_resume_from_a_checkpoint(smoke_grid, capsys):
+    params, configs = sweep.load_grid("setting", smoke_grid)
+    from fedkd_core.results import config_hash, results_dir
+    sweep.main(["setting", "--params", str(smoke_grid), "--dry-run"])
+    assert "checkpoint" not in capsys.readouterr().out
+    state = claims.state_path(results_dir(), params.profile, config_hash(configs[1]))
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_bytes(b"saved")
+    sweep.main(["setting", "--params", str(smoke_grid), "--dry-run"])
+    assert f"1 of them resume from a checkpoint (their last saved round): {sweep.describe(configs[1])}" in capsys.readouterr().out
+
+
 def test_workers_must_be_positive(smoke_grid):
     with pytest.raises(SystemExit):
         sweep.main(["setting", "--params", str(smoke_grid), "--workers", "0"])
