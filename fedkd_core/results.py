@@ -301,10 +301,12 @@ def device_name(device: torch.device) -> str:
 
 
 def record_precision(record: RunRecord) -> str:
-    """The precision a record ran in (records from before it was stored: the setting they forced)."""
-    if "precision" in record.environment:
-        return record.environment["precision"]
-    return precision_name(record.config["train"].get("mixed_precision") is True)
+    """The precision a record ran in (records from before it was stored: the setting they forced),
+    with " on GPU" for a run on a CUDA device, so every chapter table's ``precision`` column tells
+    GPU records from CPU ones (the committed ones are all CPU, fp32)."""
+    precision = record.environment.get("precision") or precision_name(record.config["train"].get("mixed_precision") is True)
+    on_gpu = str(record.environment.get("device", "cpu")).startswith("cuda")
+    return f"{precision} on GPU" if on_gpu else precision
 
 
 def outcome_record(config: ExperimentConfig, outcome: dict, seconds: float, device: torch.device, profile: str,

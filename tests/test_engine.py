@@ -272,3 +272,18 @@ def test_rekey_never_overwrites_a_record_of_the_same_run(tmp_path):
     twin.write_text(json.dumps({**stored, "key": "0123456789abcdef"}))
     assert rekey(tmp_path) == []
     assert twin.exists() and load_record(SMALL, tmp_path).history == record.history
+
+
+def test_a_gpu_record_is_marked_in_the_precision_column_a_cpu_one_is_not():
+    from types import SimpleNamespace
+
+    from fedkd_core.results import record_precision
+
+    def record(device, precision="fp32"):
+        return SimpleNamespace(environment={"device": device, "precision": precision},
+                               config={"train": {"mixed_precision": False}})
+
+    assert record_precision(record("cpu")) == "fp32"
+    assert record_precision(record("cuda:0", "bf16")) == "bf16 on GPU"
+    old = SimpleNamespace(environment={}, config={"train": {"mixed_precision": True}})  # before precision was stored
+    assert record_precision(old) == "bf16"
