@@ -27,10 +27,6 @@ COLUMNS = ["chapter", "claim", "verdict", "effect", "cells", "paper", "best roun
            "section"]
 
 
-def counts_text(holds, cells) -> str:
-    return "—" if pd.isna(cells) or not cells else f"{int(holds)} of {int(cells)} cells"
-
-
 def evidence(records) -> str:
     """"profile paper: 152 runs, 1-3 seeds per cell, 15/30 rounds" for the records a claim rests
     on (a cell is a configuration up to its seed)."""
