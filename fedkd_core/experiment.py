@@ -317,7 +317,8 @@ def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_prec
     for model, clients in users.values():
         scored = [data.client_test[k] for k in clients] + ([global_test] if model is global_model else [])
         union = np.unique(np.concatenate(scored))
-        correct = correct_predictions(model, data.dataset, union, mixed_precision=mixed_precision)
+        correct = correct_predictions(model, data.dataset, union, split=data.test_split,
+                                      mixed_precision=mixed_precision)
         for k in clients:
             accuracies[k] = _share_correct(correct, union, data.client_test[k])
         if model is global_model:

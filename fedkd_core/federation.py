@@ -28,6 +28,9 @@ class DataConfig:
     pool_size: partition only a seeded random subset of this many training samples (quick runs).
     transfer_size: labelled samples set aside before partitioning, shared by all clients.
     local_test_size: samples in each client's local test set.
+    validation_fraction: for tuning (never for a reported number): this share of every client's
+        training data is held out and becomes its "local test" set, scored on the training split,
+        so a choice made on it never sees the test data. 0 (default) holds nothing out.
     """
 
     dataset: str = "mnist"
@@ -41,6 +44,7 @@ class DataConfig:
     pool_size: int | None = None
     transfer_size: int = 0
     local_test_size: int = 500
+    validation_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         check_dataset_name(self.dataset)
@@ -55,6 +59,8 @@ class DataConfig:
         if self.local_test_size < 1:
             raise ValueError(f"local_test_size must be >= 1: an empty local test set gives no client accuracy "
                              f"(got {self.local_test_size})")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ValueError(f"validation_fraction must be in [0, 1) (got {self.validation_fraction})")
         if self.pool_size is not None and self.pool_size < self.num_clients:
             raise ValueError(
                 f"pool_size must be >= num_clients={self.num_clients} (got {self.pool_size})"
@@ -80,7 +86,8 @@ PARTITIONS: dict[str, PartitionFn] = {
 
 @dataclass(frozen=True)
 class FederatedData:
-    """Index sets into one :class:`ImageDataset`; ``client_test`` indexes its test split."""
+    """Index sets into one :class:`ImageDataset`; ``client_test`` and ``global_test`` index its
+    ``test_split`` ("test"; "train" when they are validation sets held out of the clients' data)."""
 
     dataset: ImageDataset
     config: DataConfig
@@ -88,6 +95,7 @@ class FederatedData:
     client_test: list[np.ndarray]
     transfer: np.ndarray
     global_test: np.ndarray
+    test_split: str = "test"
 
     @property
     def num_clients(self) -> int:
@@ -120,6 +128,8 @@ def build_federated_data(config: DataConfig, seed: int, dataset: ImageDataset | 
         )
     parts = PARTITIONS[config.partition](y_train[rest], config, int(rng.integers(2**31)))
     client_train = [np.sort(rest[p]) for p in parts]
+    if config.validation_fraction > 0:
+        return with_validation_sets(dataset, config, client_train, np.sort(transfer), seed)
     histograms = partition.class_histograms(y_train, client_train, dataset.num_classes)
     client_test = local_test_sets(histograms, dataset.y_test.numpy(), config.local_test_size, rng)
     return FederatedData(
@@ -130,6 +140,25 @@ def build_federated_data(config: DataConfig, seed: int, dataset: ImageDataset | 
         transfer=np.sort(transfer),
         global_test=np.arange(len(dataset.y_test)),
     )
+
+
+def with_validation_sets(dataset: ImageDataset, config: DataConfig, client_train: list[np.ndarray],
+                         transfer: np.ndarray, seed: int) -> FederatedData:
+    """Hold out ``validation_fraction`` of every client's training data (at least one sample when
+    it has two or more; a seeded draw of its own) as its validation set: the clients train on the
+    rest and are scored on it, on the training split; the "global test" is their union."""
+    rng = np.random.default_rng([seed, 6])
+    kept, held_out = [], []
+    for indices in client_train:
+        count = min(max(1, int(round(config.validation_fraction * len(indices)))), len(indices) - 1)
+        count = max(count, 0)
+        chosen = rng.permutation(len(indices))[:count]
+        mask = np.zeros(len(indices), dtype=bool)
+        mask[chosen] = True
+        kept.append(indices[~mask])
+        held_out.append(indices[mask])
+    return FederatedData(dataset=dataset, config=config, client_train=kept, client_test=held_out,
+                         transfer=transfer, global_test=np.sort(np.concatenate(held_out)), test_split="train")
 
 
 def local_test_sets(

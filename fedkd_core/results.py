@@ -59,6 +59,10 @@ EXECUTION_SETTINGS = (("train", "mixed_precision"),)
 ADDED_FIELDS = {
     ("train", "drop_last"): False,
     ("algorithm_params", "personal"): "global",
+    ("algorithm_params", "optimizer_state"): "fresh",
+    ("algorithm_params", "digest_lr"): None,
+    ("algorithm_params", "revisit_epochs"): 0,
+    ("data", "validation_fraction"): 0.0,
 }
 
 

@@ -129,6 +129,7 @@ def train(
     parameters=None,
     augment: bool = True,
     max_grad_norm: float | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
 ) -> float:
     """Run ``epochs`` (default ``config.epochs``) of minibatch training; return the mean loss.
 
@@ -136,7 +137,8 @@ def train(
     that reads teacher outputs at ``batch.position`` (and ``augment=False``: teacher outputs
     belong to the unaugmented inputs). ``parameters`` restricts what is trained. ``max_grad_norm``
     clips the gradient's global L2 norm before each step (FedGMKD's released code: 1.1); None
-    leaves gradients as they are.
+    leaves gradients as they are. ``optimizer``: one the caller keeps (a persistent optimiser,
+    :class:`OptimizerStates`); None makes a fresh one from ``config`` for this call.
 
     The loss is summed on the device and checked once per epoch: no host synchronisation per
     step. A non-finite loss raises NonFiniteLoss (a FloatingPointError) at the end of the epoch it appeared in.
@@ -144,7 +146,7 @@ def train(
     device = next(model.parameters()).device
     bf16 = use_bf16(config.mixed_precision, device)
     trained = list(parameters or model.parameters())
-    optimizer = OPTIMIZERS[config.optimizer](trained, config)
+    optimizer = optimizer or OPTIMIZERS[config.optimizer](trained, config)
     model.train()
     total, steps = torch.zeros((), device=device), 0
     for _ in range(config.epochs if epochs is None else epochs):
@@ -162,6 +164,65 @@ def train(
         check_finite(total, config, bf16)
     optimizer.zero_grad(set_to_none=True)  # a model kept between rounds keeps no gradients (memory)
     return float(total) / max(steps, 1)
+
+
+class OptimizerStates:
+    """One optimiser state per client, kept between a client's training phases and rounds (the
+    official FedMD keeps each Keras model's Adam across rounds; Selective-FD's demo one optimiser
+    throughout), instead of the fresh optimiser :func:`train` makes per call.
+
+    Held as plain tensors (``<parameter index>.<buffer>``, e.g. ``3.exp_avg``), so a client's state
+    travels in a message (``Algorithm.client_state``) and a checkpoint like its model's weights.
+    """
+
+    def __init__(self) -> None:
+        self._states: dict[int, dict[str, torch.Tensor]] = {}
+
+    def optimizer(self, client: int, model: nn.Module, config: TrainConfig, lr: float) -> torch.optim.Optimizer:
+        """``client``'s optimiser over ``model``'s parameters at learning rate ``lr``, its moments
+        restored from what :meth:`keep` stored last (none at first)."""
+        optimizer = OPTIMIZERS[config.optimizer](list(model.parameters()), config)
+        state = self._states.get(client)
+        if state:
+            restored = optimizer.state_dict()
+            restored["state"] = unflatten_optimizer_state(state)
+            optimizer.load_state_dict(restored)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        return optimizer
+
+    def keep(self, client: int, optimizer: torch.optim.Optimizer) -> None:
+        self._states[client] = flatten_optimizer_state(optimizer.state_dict()["state"])
+
+    def __getitem__(self, client: int) -> dict[str, torch.Tensor]:
+        return self._states[client]
+
+    def __setitem__(self, client: int, state: dict[str, torch.Tensor]) -> None:
+        self._states[client] = state
+
+    def __contains__(self, client: int) -> bool:
+        return client in self._states
+
+    def __delitem__(self, client: int) -> None:
+        del self._states[client]
+
+
+def flatten_optimizer_state(state: dict) -> dict[str, torch.Tensor]:
+    """``optimizer.state_dict()["state"]`` ({index: {buffer: tensor}}) as {"index.buffer": tensor}
+    (detached copies; buffers that are not tensors, such as an SGD without momentum's None, are
+    dropped: the optimiser recreates them)."""
+    return {f"{index}.{name}": value.detach().clone() for index, buffers in state.items()
+            for name, value in buffers.items() if isinstance(value, torch.Tensor)}
+
+
+def unflatten_optimizer_state(flat: dict[str, torch.Tensor]) -> dict:
+    state: dict[int, dict] = {}
+    for name, value in flat.items():
+        index, buffer = name.split(".", 1)
+        # torch keeps a non-fused optimiser's step counter on the host (a message may bring it
+        # on the device)
+        state.setdefault(int(index), {})[buffer] = value.cpu().clone() if buffer == "step" else value.clone()
+    return state
 
 
 class NonFiniteLoss(FloatingPointError):

@@ -64,14 +64,14 @@ def test_profiles_whose_records_are_committed_run_fp32_on_every_machine():
 
     params = Path(__file__).resolve().parents[1] / "notebooks" / "params"
     checked = 0
-    for profile in ("paper", "reduced", "robustness"):
+    for profile in ("paper", "reduced", "robustness", "tuning"):
         for path in sorted((params / profile).glob("*.yaml")):
             chapter = path.stem.split("_")[0]  # CHAPTER.yaml, or CHAPTER_PART.yaml for part of a profile
             fields = {f.name for f in dataclasses.fields(chapter_module(chapter).Params)}
             if "mixed_precision" in fields:
                 assert yaml.safe_load(path.read_text())["mixed_precision"] is False, path
                 checked += 1
-    assert checked == 15  # setting paper; KnFu paper (+ its MNIST 5-seed part) and robustness; FedCKD (+ its FMNIST n = 100 part and 5-seed reduced part), FedUA, FedGMKD paper, reduced, robustness
+    assert checked == 16  # KnFu tuning; setting paper; KnFu paper (+ its MNIST 5-seed part) and robustness; FedCKD (+ its FMNIST n = 100 part and 5-seed reduced part), FedUA, FedGMKD paper, reduced, robustness
 
 
 def test_precision_is_no_method_difference_so_an_fp32_record_stands_for_a_bf16_run():

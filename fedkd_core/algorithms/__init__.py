@@ -12,7 +12,7 @@ from .fedprox import FedProx
 from .lg_fedavg import LGFedAvg
 from .pfedme import PFedMe
 from .pfedsd import PFedSD
-from .fedmd import FedMD
+from .fedmd import FedMD, FedMDOriginal
 from .feddf import FedDF
 from .fedua import FedUA
 from .knfu import KnFu
@@ -38,6 +38,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "fedckd": FedCKD,
     "knfu": KnFu,
     "fedmd": FedMD,
+    "fedmd_original": FedMDOriginal,
     "selective_fd": SelectiveFD,
     "knfu_local": KnFuLocal,
     "feddf": FedDF,

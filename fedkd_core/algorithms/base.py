@@ -21,7 +21,7 @@ from torch import nn
 from ..federation import FederatedData
 from ..models import InputShape, SplitModel, make_model
 from ..randomness import party_generator, party_rng
-from ..training import TrainConfig
+from ..training import OptimizerStates, TrainConfig
 
 Message = dict[str, torch.Tensor]
 
@@ -66,7 +66,7 @@ class Algorithm:
     """Base class. Subclasses set ``Config`` (a frozen dataclass) and override the steps.
 
     ``CLIENT_STATE`` names the attributes that hold what a client keeps between rounds (a
-    ``PersonalModels``, or a dict from client to a model or a tensor). Everything else is the
+    ``PersonalModels``, an ``OptimizerStates``, or a dict from client to a model or a tensor). Everything else is the
     server's or scratch. ``client_state`` / ``load_client_state`` move one client's part through a
     message, so a client's steps can run on another copy of the algorithm, in another process
     (fedkd_core.flower), and give the same numbers.
@@ -124,6 +124,8 @@ class Algorithm:
             value = holder[client]
             if isinstance(value, nn.Module):
                 state.update({f"{field}/{name}": t.detach().clone() for name, t in value.state_dict().items()})
+            elif isinstance(value, dict):  # an optimiser's state (OptimizerStates)
+                state.update({f"{field}/{name}": t.detach().clone() for name, t in value.items()})
             else:
                 state[field] = value.detach().clone()
         return state
@@ -138,7 +140,9 @@ class Algorithm:
             weights = {name[len(prefix):]: t for name, t in state.items() if name.startswith(prefix)}
             if not weights:
                 continue
-            if isinstance(holder, PersonalModels):
+            if isinstance(holder, OptimizerStates):
+                holder[client] = {name: t.clone() for name, t in weights.items()}
+            elif isinstance(holder, PersonalModels):
                 holder[client].load_state_dict(weights)
             else:  # a dict of frozen models (a client's teacher or history)
                 model = self.ctx.new_model()

@@ -10,32 +10,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..training import train
+from ..training import OptimizerStates
 from .base import Algorithm, Message, PersonalModels
+from .schedule import ClientPhases, PhaseSchedule
 
 
 @dataclass(frozen=True)
-class KnFuLocalConfig:
+class KnFuLocalConfig(PhaseSchedule):
+    """finetune_epochs: the second phase's epochs on D_n (the sharing methods' fine-tuning), run at
+    the schedule's ``digest_lr``; ``revisit_epochs`` more follow at the local update's lr."""
+
     finetune_epochs: int = 1
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.finetune_epochs < 0:
             raise ValueError(f"finetune_epochs must be >= 0 (got {self.finetune_epochs})")
 
 
 class KnFuLocal(Algorithm):
     Config = KnFuLocalConfig
-    CLIENT_STATE = ("models",)
+    CLIENT_STATE = ("models", "optimizers")
 
     def __init__(self, config: KnFuLocalConfig, ctx):
         super().__init__(config, ctx)
         self.models = PersonalModels(ctx)
+        self.optimizers = OptimizerStates()  # kept optimisers (schedule "kept"); empty otherwise
+        self.phases = ClientPhases(config, ctx, self.optimizers)
 
     def client_update(self, client: int, message: Message) -> Message:
-        data, model, generator = self.ctx.data, self.models[client], self.generator(client)
-        train(model, data.dataset, data.client_train[client], self.ctx.train, generator=generator)
-        train(model, data.dataset, data.client_train[client], self.ctx.train, generator=generator,
-              epochs=self.config.finetune_epochs)
+        model, generator = self.models[client], self.generator(client)
+        self.phases.update(client, model, generator)
+        self.phases.digest(client, model, self.ctx.data.client_train[client], generator=generator,
+                           epochs=self.config.finetune_epochs)
+        self.phases.revisit(client, model, generator)
         return {}
 
     def personal_model(self, client: int):

@@ -23,8 +23,9 @@ import torch
 from torch.nn import functional as F
 
 from ..distill import kd_kl
-from ..training import Batch, predict, train
+from ..training import Batch, OptimizerStates, predict
 from .base import Algorithm, Message, PersonalModels
+from .schedule import ClientPhases, PhaseSchedule
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,9 @@ class Fusion:
 
 
 @dataclass(frozen=True)
-class TransferKDConfig:
-    """Hyperparameters shared by the transfer-set distillation methods.
+class TransferKDConfig(PhaseSchedule):
+    """Hyperparameters shared by the transfer-set distillation methods (and the phases'
+    schedule, :class:`~fedkd_core.algorithms.schedule.PhaseSchedule`).
 
     lam: lambda of Eq. 10, read as a *balance weight*: the loss is CE + lam^2 * KL at
         temperature 1 (KnFu's soft labels F_n are plain softmax outputs, so there is nothing to
@@ -49,6 +51,7 @@ class TransferKDConfig:
     finetune_epochs: int = 1
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.lam < 0:
             raise ValueError(f"lam must be >= 0 (got {self.lam})")
         if self.finetune_epochs < 0:
@@ -86,11 +89,13 @@ class TransferDistillation(Algorithm):
     """Personal models; the local update, upload, reply and fine-tune of KnFu's Algorithm 1."""
 
     Config = TransferKDConfig
-    CLIENT_STATE = ("models",)
+    CLIENT_STATE = ("models", "optimizers")
 
     def __init__(self, config, ctx):
         super().__init__(config, ctx)
         self.models = PersonalModels(ctx)
+        self.optimizers = OptimizerStates()  # kept optimisers (schedule "kept"); empty otherwise
+        self.phases = ClientPhases(config, ctx, self.optimizers)
         self.fusions: dict[int, Fusion] = {}
 
     # -- the hooks a method overrides ------------------------------------------------------
@@ -102,13 +107,22 @@ class TransferDistillation(Algorithm):
         """Transfer samples whose soft labels client ``client`` uploads (None: all of them)."""
         return None
 
+    def knowledge(self, logits: torch.Tensor) -> torch.Tensor:
+        """What a client uploads per transfer sample: its softmax output F_n (Eq. 4)."""
+        return F.softmax(logits.float(), dim=1)
+
+    def digest_loss(self, logits: torch.Tensor, labels: torch.Tensor, targets: torch.Tensor,
+                    kept: torch.Tensor | None) -> torch.Tensor:
+        """The fine-tuning loss of one batch: Eq. 10."""
+        return distillation_loss(logits, labels, targets, kept, self.config.lam)
+
     # -- the round -------------------------------------------------------------------------
     def client_update(self, client: int, message: Message) -> Message:
         data = self.ctx.data
         model = self.models[client]
-        train(model, data.dataset, data.client_train[client], self.ctx.train, generator=self.generator(client))
+        self.phases.update(client, model, self.generator(client))
         logits = predict(model, data.dataset, data.transfer, mixed_precision=self.ctx.train.mixed_precision)
-        soft_labels = F.softmax(logits.float(), dim=1)
+        soft_labels = self.knowledge(logits)
         mask = self.upload_mask(client)
         if mask is None:
             return {"soft_labels": soft_labels}
@@ -139,14 +153,15 @@ class TransferDistillation(Algorithm):
         targets[kept.cpu() if kept is not None else slice(None)] = message["soft_labels"].float().cpu()
         device = self.ctx.device
         targets, kept = targets.to(device), kept.to(device) if kept is not None else None
-        lam = self.config.lam
 
         def loss_fn(model, batch: Batch) -> torch.Tensor:
-            return distillation_loss(model(batch.x), batch.y, targets[batch.position],
-                                     kept[batch.position] if kept is not None else None, lam)
+            return self.digest_loss(model(batch.x), batch.y, targets[batch.position],
+                                    kept[batch.position] if kept is not None else None)
 
-        train(self.models[client], data.dataset, data.transfer, self.ctx.train, generator=self.generator(client, "finish"),
-              loss_fn=loss_fn, epochs=self.config.finetune_epochs, augment=False)
+        model, generator = self.models[client], self.generator(client, "finish")
+        self.phases.digest(client, model, data.transfer, generator=generator, epochs=self.config.finetune_epochs,
+                           loss_fn=loss_fn, augment=False)
+        self.phases.revisit(client, model, generator)
 
     def personal_model(self, client: int):
         return self.models[client]

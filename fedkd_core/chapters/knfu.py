@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from ..algorithms import Context, algorithm_class, algorithm_config
+from ..algorithms.schedule import PhaseSchedule, parse_schedule, schedule_fields
 from ..experiment import ExperimentConfig, default_device
 from ..federation import DataConfig, build_federated_data
 from ..report import parse_list, record_precision
@@ -22,7 +23,11 @@ from ..training import TrainConfig
 from . import method_differences as shared_method_differences, uncovered
 
 MODEL_FOR = {"mnist": "knfu_m1", "cifar10": "knfu_m2"}
-METHODS = {"knfu": "KnFu", "fedmd": "FedMD", "knfu_local": "Local", "selective_fd": "Selective-FD"}
+METHODS = {"knfu": "KnFu", "fedmd": "FedMD", "knfu_local": "Local", "selective_fd": "Selective-FD",
+           "fedmd_original": "FedMD (original form)"}
+# The methods whose phase schedule is tuned (issue 33): the paper's four. FedMD's original form
+# runs its authors' schedule (fedkd_core.algorithms.fedmd.FedMDOriginalConfig).
+TUNED = ("knfu", "fedmd", "knfu_local", "selective_fd")
 SHARING = ("knfu", "fedmd", "selective_fd")
 # Sec. IV-A: "a batch size of 128, 64, 32, 16, and 8 samples for local data sizes of 1000, 500,
 # 200, 100, and 50"; other sizes use the same ratio (|D_n| / 6.25), rounded to a power of two.
@@ -42,6 +47,12 @@ class Params:
     ``mnist_*`` / ``cifar_*`` are comma-separated grids of Dir(alpha) and |D_n|; a dataset runs
     only when listed in ``datasets``. The transfer set has |D_n| samples (the paper's fairness
     rule). ``example_*`` set the worked example of the fusion weights.
+
+    The phases' schedule (:mod:`fedkd_core.algorithms.schedule`): ``schedules`` gives methods
+    their own, ``"knfu=kept/0.0001/1, fedmd=fresh/-/1"`` (a method not named keeps the chapter's
+    fresh-optimiser round); ``tuning_schedules`` runs every tuned method under each of the listed
+    schedules (``"fresh/-/0, kept/0.0001/1"``), for choosing one on ``validation_fraction`` of the
+    clients' own data held out (never on the test data).
     """
 
     profile: str = "smoke"
@@ -69,8 +80,17 @@ class Params:
     example_alpha: float = 0.5
     example_size: int = 50
     example_rounds: int = 1
+    schedules: str = ""
+    tuning_schedules: str = ""
+    validation_fraction: float = 0.0
 
     def __post_init__(self) -> None:
+        self.method_schedules()  # raises on a malformed schedule
+        self.candidate_schedules()
+        if self.schedules.strip() and self.tuning_schedules.strip():
+            raise ValueError("give either schedules (one per method) or tuning_schedules (candidates), not both")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ValueError(f"validation_fraction must be in [0, 1) (got {self.validation_fraction})")
         for name in ("datasets", "algorithms"):
             allowed = MODEL_FOR if name == "datasets" else METHODS
             for value in parse_list(getattr(self, name), str, name):
@@ -90,27 +110,54 @@ class Params:
         if not self.example_alpha > 0:
             raise ValueError(f"example_alpha must be > 0 (got {self.example_alpha})")
 
+    def method_schedules(self) -> dict[str, PhaseSchedule]:
+        """``schedules`` as {method: schedule}."""
+        chosen = {}
+        for entry in parse_list(self.schedules, str, "schedules") if self.schedules.strip() else []:
+            method, _, text = entry.partition("=")
+            if method.strip() not in TUNED:
+                raise ValueError(f"schedules: {method.strip()!r} is not a tuned method (one of {list(TUNED)}); "
+                                 f"write METHOD=STATE/LR/REVISIT")
+            chosen[method.strip()] = parse_schedule(text)
+        return chosen
+
+    def candidate_schedules(self) -> list[PhaseSchedule]:
+        """``tuning_schedules`` as a list (empty: no tuning grid)."""
+        if not self.tuning_schedules.strip():
+            return []
+        return [parse_schedule(text) for text in parse_list(self.tuning_schedules, str, "tuning_schedules")]
+
+    def schedules_of(self, algorithm: str) -> list[PhaseSchedule | None]:
+        """The schedules ``algorithm`` runs under (None: its Config's own)."""
+        if algorithm not in TUNED:
+            return [None]
+        candidates = self.candidate_schedules()
+        return candidates or [self.method_schedules().get(algorithm)]
+
     def grid(self, dataset: str) -> tuple[list[int], list[float]]:
         prefix = "mnist" if dataset == "mnist" else "cifar"
         return (parse_list(getattr(self, f"{prefix}_sizes"), int, f"{prefix}_sizes"),
                 parse_list(getattr(self, f"{prefix}_alphas"), float, f"{prefix}_alphas"))
 
 
-def algorithm_params(params: Params, algorithm: str) -> dict:
-    """The chapter's shared hyperparameters, as each method's Config accepts them."""
+def algorithm_params(params: Params, algorithm: str, schedule: PhaseSchedule | None = None) -> dict:
+    """The chapter's shared hyperparameters, as each method's Config accepts them, with ``schedule``
+    (None: the method's own)."""
     common = {"finetune_epochs": params.finetune_epochs}
     extra = {
         "knfu": {"lam": params.lam, "beta": params.beta},
         "fedmd": {"lam": params.lam},
+        "fedmd_original": {},
         "selective_fd": {"lam": params.lam, "entropy_threshold": params.entropy_threshold},
         "knfu_local": {},
     }
-    return {**common, **extra[algorithm]}
+    return {**common, **extra[algorithm], **(schedule_fields(schedule) if schedule else {})}
 
 
 def data_config(params: Params, dataset: str, alpha: float, size: int) -> DataConfig:
     return DataConfig(dataset=dataset, num_clients=params.num_clients, partition="dirichlet", alpha=alpha,
-                      samples_per_client=size, transfer_size=size, local_test_size=params.local_test_size)
+                      samples_per_client=size, transfer_size=size, local_test_size=params.local_test_size,
+                      validation_fraction=params.validation_fraction)
 
 
 def train_config(params: Params, size: int) -> TrainConfig:
@@ -130,12 +177,12 @@ def experiments(params: Params) -> list[ExperimentConfig]:
             for size in sizes:
                 for alpha in alphas:
                     for algorithm in (a.strip() for a in parse_list(params.algorithms, str, "algorithms")):
-                        configs.append(ExperimentConfig(
-                            algorithm=algorithm, algorithm_params=algorithm_params(params, algorithm),
+                        configs.extend(ExperimentConfig(
+                            algorithm=algorithm, algorithm_params=algorithm_params(params, algorithm, schedule),
                             data=data_config(params, dataset, alpha, size), model=MODEL_FOR[dataset],
                             train=train_config(params, size), rounds=rounds, eval_every=params.eval_every,
                             seed=seed,
-                        ))
+                        ) for schedule in params.schedules_of(algorithm))
     return configs
 
 
