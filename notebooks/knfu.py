@@ -51,6 +51,9 @@ mixed_precision = "auto"
 example_alpha = 0.5
 example_size = 50
 example_rounds = 1
+schedules = ""
+tuning_schedules = ""
+validation_fraction = 0.0
 
 # %% tags=["remove-input"]
 import matplotlib.pyplot as plt
@@ -313,6 +316,42 @@ tables.show(communication.rename(columns={"size": "|D_n|"}), digits=1)
 
 # %% tags=["hide-input"]
 display(Markdown(report.markdown_list(knfu.verdict(ours, paper_ran))))
+
+# %% [markdown]
+# ## Are the baselines as strong as the paper's? The round's schedule, tuned
+#
+# Over the paper-profile cells FedMD and Selective-FD run below the paper on average while KnFu
+# runs above it ("Beside the paper, in numbers" above gives the gaps). No coding error we could
+# find explains it; the *schedule* of the round does. As first coded, every phase starts a fresh Adam at lr 1e-3 and a
+# client is scored right after one epoch of distillation on the transfer set; at small α that
+# digest flips many of a client's local predictions. The official FedMD keeps each client's Adam
+# across rounds, digests the averaged *logits* with an L1 loss and then *revisits* the client's own
+# data before it is scored; Selective-FD's demo keeps one optimiser throughout.
+#
+# So every method of the paper gets the same tuning budget over three schedule choices
+# (`fedkd_core.algorithms.schedule`): the optimiser **fresh** per phase or **kept** per client,
+# the digest's learning rate (the local update's, or 1e-4) and 0 or 1 **revisit** epoch after the
+# digest, written `STATE/DIGEST_LR/REVISIT` (`fresh/-/0` is the round as first coded). The eight
+# schedules run in the tuning cells (MNIST, |D_n| = 100, α ∈ {0.1, 0.5, 1}, seed 0, the paper
+# profile otherwise), each client training on 80% of its data and scored on the 20% held out:
+# the choice never sees the test data. Each method keeps the schedule with the best mean
+# validation ALMA (`notebooks/params/tuning/knfu.yaml`; the table lists each method's best first).
+
+# %% tags=["hide-input"]
+from fedkd_core.chapters import knfu_tuning  # noqa: E402
+
+tuning = knfu_tuning.tuning_table(knfu_tuning.tuning_records())
+if tuning.empty:
+    display(Markdown("No tuning records committed yet: run `python -m fedkd_core.sweep knfu --params "
+                     "notebooks/params/tuning/knfu.yaml --workers 2`."))
+else:
+    tables.show(tuning.drop(columns="algorithm"), digits=1,
+                legend="Validation ALMA (%) at the last round, seed 0, on the held-out 20% of each client's data.")
+    chosen = knfu_tuning.chosen_schedules(knfu_tuning.tuning_records())
+    done = len(knfu_tuning.tuning_records())
+    display(Markdown(f"{done} of {len(knfu.experiments(knfu_tuning.TUNING_PROFILE))} tuning runs committed. "
+                     + ("Chosen: " + ", ".join(f"{knfu.METHODS[m]} `{s}`" for m, s in sorted(chosen.items()))
+                        if chosen else "No method has all eight schedules run yet: no choice is made.")))
 
 # %% [markdown]
 # ## Robustness to what the paper leaves open

@@ -185,3 +185,45 @@ def test_a_tuning_run_never_reads_the_test_split(monkeypatch):
                               train=TrainConfig(batch_size=10, mixed_precision=False), rounds=2)
     experiment.simulate(config, progress=False)
     assert splits and set(splits) == {"train"}
+
+
+def test_tuning_yaml_is_the_tuning_profile():
+    from pathlib import Path
+
+    import yaml
+
+    from fedkd_core.chapters import knfu_tuning
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "tuning" / "knfu.yaml"
+    assert knfu.Params(**yaml.safe_load(path.read_text())) == knfu_tuning.TUNING_PROFILE
+    assert len(knfu.experiments(knfu_tuning.TUNING_PROFILE)) == 3 * 4 * 8
+
+
+def fake_record(algorithm, schedule, alpha, alma):
+    from types import SimpleNamespace
+
+    s = parse_schedule(schedule)
+    params = {"optimizer_state": s.optimizer_state, "digest_lr": s.digest_lr, "revisit_epochs": s.revisit_epochs}
+    return SimpleNamespace(config={"algorithm": algorithm, "algorithm_params": params, "data": {"alpha": alpha}},
+                           final={"alma": alma})
+
+
+def test_each_method_keeps_the_schedule_with_the_best_mean_validation_alma_once_all_are_run():
+    from fedkd_core.chapters import knfu_tuning
+
+    records = []
+    for i, schedule in enumerate(knfu_tuning.CANDIDATES):
+        for alpha in (0.1, 0.5, 1.0):
+            # fedmd: "kept/-/1" best on average though not in every cell; knfu: the default best
+            records.append(fake_record("fedmd", schedule, alpha,
+                                       0.5 + 0.01 * i * (schedule == "kept/-/1") + 0.02 * (alpha == 0.1) * (i == 1)))
+            records.append(fake_record("knfu", schedule, alpha, 0.9 - 0.01 * i))
+    records.append(fake_record("knfu_local", "fresh/-/0", 0.1, 0.8))  # one run: no choice yet
+    table = knfu_tuning.tuning_table(records)
+    fedmd = table[table.algorithm == "fedmd"].set_index("schedule")
+    assert fedmd.loc["kept/-/1", "validation ALMA (%)"] == pytest.approx(100 * (0.5 + 0.06))
+    assert fedmd.loc["kept/-/1", "vs default (points)"] == pytest.approx(6.0)
+    assert knfu_tuning.chosen_schedules(records) == {"fedmd": "kept/-/1", "knfu": "fresh/-/0"}
+    tuned = knfu_tuning.tuned_params({"fedmd": "kept/-/1", "knfu": "fresh/-/0"})
+    assert tuned.method_schedules() == {"knfu": PhaseSchedule(), "fedmd": PhaseSchedule("kept", None, 1)}
+    assert tuned.datasets == "mnist"
