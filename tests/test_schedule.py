@@ -227,3 +227,15 @@ def test_each_method_keeps_the_schedule_with_the_best_mean_validation_alma_once_
     tuned = knfu_tuning.tuned_params({"fedmd": "kept/-/1", "knfu": "fresh/-/0"})
     assert tuned.method_schedules() == {"knfu": PhaseSchedule(), "fedmd": PhaseSchedule("kept", None, 1)}
     assert tuned.datasets == "mnist"
+
+
+def test_fedmd_original_yaml_is_its_profile_and_its_records_are_read_with_the_paper_profiles():
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "paper" / "knfu_fedmd_original.yaml"
+    assert knfu.Params(**yaml.safe_load(path.read_text())) == knfu.FEDMD_ORIGINAL_PROFILE
+    configs = knfu.experiments(knfu.FEDMD_ORIGINAL_PROFILE)
+    assert len(configs) == 36 and {c.algorithm for c in configs} == {"fedmd_original"}
+    assert knfu.algorithm_config("fedmd_original", configs[0].algorithm_params).revisit_epochs == 4
