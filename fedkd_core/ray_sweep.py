@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import time
@@ -167,6 +168,7 @@ def connect(options: RayOptions) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
+    on_sigterm = signal.getsignal(signal.SIGTERM)
     # Ray hides the GPUs from a task that asks for none today and warns it will stop doing so:
     # task_device() decides the device from the GPUs Ray assigned, so either behaviour is fine.
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
@@ -184,6 +186,10 @@ def connect(options: RayOptions) -> bool:
             ray.init(address=options.address, log_to_driver=False)
     except Exception as error:  # noqa: BLE001 - whatever Ray raises, the same advice
         raise SystemExit(cannot_start_text(options.address, error)) from None
+    finally:
+        # Ray's core worker replaces the SIGTERM handler with one that aborts the process; the
+        # sweep's own (sweep.main: cancel the tasks, release the runs, exit) must stay.
+        signal.signal(signal.SIGTERM, on_sigterm)
     return True
 
 

@@ -464,8 +464,11 @@ def main(argv: list[str] | None = None) -> None:
     if ray_options is not None:
         from .ray_sweep import run_on_ray
 
-        failures = run_on_ray(sweep_order(split["left"], args.robustness), params.profile, ray_options,
-                              limit=args.limit, label=f"sweep {args.chapter}", describe=describe)
+        try:
+            failures = run_on_ray(sweep_order(split["left"], args.robustness), params.profile, ray_options,
+                                  limit=args.limit, label=f"sweep {args.chapter}", describe=describe)
+        except KeyboardInterrupt:  # the tasks are cancelled and the stop said so: no traceback
+            raise SystemExit(130) from None
         print(f"finished in {time.perf_counter() - start:.0f} s" + (f", {failures} failure(s)" if failures else ""))
         if failures:
             raise SystemExit(1)
