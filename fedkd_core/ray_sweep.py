@@ -183,6 +183,7 @@ def connect(options: RayOptions) -> bool:
                      include_dashboard=False, log_to_driver=False,
                      runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
         else:
+            check_reachable(options.address)
             ray.init(address=options.address, log_to_driver=False)
     except Exception as error:  # noqa: BLE001 - whatever Ray raises, the same advice
         raise SystemExit(cannot_start_text(options.address, error)) from None
@@ -191,6 +192,19 @@ def connect(options: RayOptions) -> bool:
         # sweep's own (sweep.main: cancel the tasks, release the runs, exit) must stay.
         signal.signal(signal.SIGTERM, on_sigterm)
     return True
+
+
+def check_reachable(address: str, timeout: float = 10.0) -> None:
+    """A ConnectionError when nothing answers at ``address`` ("host:port"): Ray itself would
+    retry a head that is not there for many minutes before it gives up. Other forms ("auto",
+    "ray://...") are left to Ray."""
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as error:
+        raise ConnectionError(f"nothing answers at {host}:{port} ({error})") from error
 
 
 def cannot_start_text(address: str, error: BaseException) -> str:
