@@ -71,10 +71,9 @@ class RayOptions:
     def __post_init__(self):
         if self.run_cpus <= 0:
             raise ValueError(f"--run-cpus must be > 0 (got {self.run_cpus})")
-        if self.run_gpus is not None and self.run_gpus < 0:
-            raise ValueError(f"--run-gpus must be >= 0 (got {self.run_gpus})")
-        if self.run_gpus is not None and self.run_gpus > 1 and self.run_gpus != int(self.run_gpus):
-            raise ValueError(f"--run-gpus above 1 must be whole (got {self.run_gpus}), as Ray requires")
+        if self.run_gpus is not None and not 0 <= self.run_gpus <= 1:
+            raise ValueError(f"--run-gpus must be between 0 and 1 (got {self.run_gpus}): a run trains on one "
+                             "device; 0.25 puts four runs on one GPU")
         if self.max_retries < 0:
             raise ValueError(f"--max-retries must be >= 0 (got {self.max_retries})")
         if self.cpus is not None and self.address != LOCAL:

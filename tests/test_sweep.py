@@ -262,7 +262,7 @@ def test_ray_options_that_contradict_each_other_are_usage_errors(smoke_grid, cap
     for argv, message in ((["--ray", "local", "--workers", "2"], "--workers starts local processes"),
                           (["--cpus", "2"], "--cpus only apply with --ray"),
                           (["--ray", "auto", "--cpus", "2"], "--cpus sizes the cluster --ray local starts"),
-                          (["--ray", "local", "--run-gpus", "1.5"], "--run-gpus above 1 must be whole"),
+                          (["--ray", "local", "--run-gpus", "1.5"], "--run-gpus must be between 0 and 1"),
                           (["--ray", "local", "--run-cpus", "0"], "--run-cpus must be > 0")):
         with pytest.raises(SystemExit):
             sweep.main(["setting", "--params", str(smoke_grid), *argv])
