@@ -320,7 +320,10 @@ def _drive(ray, remote, configs, profile: str, options: RayOptions, limit: int |
                     bar.update(1)
     except BaseException:  # Ctrl-C, SIGTERM (sweep.main makes it a SystemExit), a lost cluster
         for ref in pending:
-            ray.cancel(ref, force=True)
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - a cluster that is gone has nothing left to cancel
+                pass
         tqdm.write(f"stopped: {len(pending)} run(s) cancelled, none of them written; "
                    "run the same command again to continue")
         raise

@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-gpu", type=int, default=4,
                         help="most workers on one GPU (default 4); workers are spread over the visible GPUs")
     parser.add_argument("--dry-run", action="store_true", help="count done / claimed / left, run nothing")
-    parser.add_argument("--limit", type=int, default=None, help="each worker runs at most this many new runs")
+    parser.add_argument("--limit", type=int, default=None, help="each worker (with --ray: the sweep) runs at most this many new runs")
     parser.add_argument("--robustness", action="store_true",
                         help="run the chapter's robustness variants around the profile (ROBUSTNESS)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME",
