@@ -382,6 +382,18 @@ def resume_line(configs, profile: str) -> str:
             + "; ".join(describe(config) for config in saved))
 
 
+def run_on_cluster(chapter: str, left: list, profile: str, options, limit: int | None, robustness: bool) -> int:
+    """Run the ``left`` runs as Ray tasks (fedkd_core.ray_sweep), in the order a local sweep
+    takes them; the number of failures. Ctrl-C, once the tasks are cancelled, is exit status 130."""
+    from .ray_sweep import run_on_ray
+
+    try:
+        return run_on_ray(sweep_order(left, robustness), profile, options, limit=limit, label=f"sweep {chapter}",
+                          describe=describe)
+    except KeyboardInterrupt:  # the tasks are cancelled and the stop said so: no traceback
+        raise SystemExit(130) from None
+
+
 def parse_ray_options(parser: argparse.ArgumentParser, args):
     """The :class:`~fedkd_core.ray_sweep.RayOptions` of ``--ray`` and its options (None without
     ``--ray``); a usage error for an option that contradicts them."""
@@ -412,7 +424,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-gpu", type=int, default=4,
                         help="most workers on one GPU (default 4); workers are spread over the visible GPUs")
     parser.add_argument("--dry-run", action="store_true", help="count done / claimed / left, run nothing")
-    parser.add_argument("--limit", type=int, default=None, help="each worker (with --ray: the sweep) runs at most this many new runs")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="each worker (with --ray: the sweep) runs at most this many new runs")
     parser.add_argument("--robustness", action="store_true",
                         help="run the chapter's robustness variants around the profile (ROBUSTNESS)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME",
@@ -462,22 +475,14 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(str(error)) from None
     start = time.perf_counter()
     if ray_options is not None:
-        from .ray_sweep import run_on_ray
-
+        failures = run_on_cluster(args.chapter, split["left"], params.profile, ray_options, args.limit,
+                                  args.robustness)
+    else:
         try:
-            failures = run_on_ray(sweep_order(split["left"], args.robustness), params.profile, ray_options,
-                                  limit=args.limit, label=f"sweep {args.chapter}", describe=describe)
-        except KeyboardInterrupt:  # the tasks are cancelled and the stop said so: no traceback
-            raise SystemExit(130) from None
-        print(f"finished in {time.perf_counter() - start:.0f} s" + (f", {failures} failure(s)" if failures else ""))
-        if failures:
-            raise SystemExit(1)
-        return
-    try:
-        failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]),
-                               args.robustness, variants, per_gpu=args.per_gpu)
-    except ValueError as error:  # more workers than the GPUs take
-        parser.error(str(error))
+            failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]),
+                                   args.robustness, variants, per_gpu=args.per_gpu)
+        except ValueError as error:  # more workers than the GPUs take
+            parser.error(str(error))
     print(f"finished in {time.perf_counter() - start:.0f} s" + (f", {failures} failure(s)" if failures else ""))
     held = status(configs, params.profile)["claimed"]
     if held:
