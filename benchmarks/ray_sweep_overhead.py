@@ -60,8 +60,8 @@ def main() -> None:
         for name, mode in (modes.items() if repeat % 2 == 0 else reversed(modes.items())):
             found = sweep_once(args.chapter, args.params, mode, args.omp_threads)
             overhead = (found["wall"] * args.cpus - found["run_seconds"]) / found["runs"]
-            print(f"{name:24s} {found['runs']} runs: wall {found['wall']:.1f} s, runs' own {found['run_seconds']:.1f} s, "
-                  f"overhead {overhead:.1f} CPU-s per run (load average now {os.getloadavg()[0]:.2f})", flush=True)
+            print(f"{name:24s} {found['runs']} runs: wall {found['wall']:.1f} s, "
+                  f"runs' own {found['run_seconds']:.1f} s, overhead {overhead:.1f} CPU-s per run (load average now {os.getloadavg()[0]:.2f})", flush=True)
 
 
 if __name__ == "__main__":

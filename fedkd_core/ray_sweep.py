@@ -269,14 +269,18 @@ def run_on_ray(configs: list, profile: str, options: RayOptions, *, limit: int |
         check_feasible(ray.nodes(), options.run_cpus, gpus)
         remote = ray.remote(task).options(num_cpus=options.run_cpus, num_gpus=gpus, max_retries=options.max_retries,
                                           retry_exceptions=False)
-        cpus = ray.cluster_resources().get("CPU", 0)
+        label = bar_label(label, ray.cluster_resources().get("CPU", 0), options.run_cpus, gpus)
         with claims.Heartbeat() as heartbeat:
-            return _drive(ray, remote, configs, profile, options, limit, heartbeat,
-                          f"{label} (ray, {cpus:g} CPUs, {options.run_cpus:g} CPU{'s' if options.run_cpus != 1 else ''}"
-                          f"{f' + {gpus:g} GPU' if gpus else ''} per run)", describe)
+            return _drive(ray, remote, configs, profile, options, limit, heartbeat, label, describe)
     finally:
         if started:
             ray.shutdown()
+
+
+def bar_label(label: str, cluster_cpus: float, cpus: float, gpus: float) -> str:
+    """The progress bar's label: the cluster's CPUs and what each run asks for."""
+    per_run = f"{cpus:g} CPU{'s' if cpus != 1 else ''}" + (f" + {gpus:g} GPU" if gpus else "")
+    return f"{label} (ray, {cluster_cpus:g} CPUs, {per_run} per run)"
 
 
 def _claim_pending(configs, profile: str, limit: int | None, heartbeat: claims.Heartbeat) -> list[tuple]:
