@@ -118,7 +118,8 @@ def checkpoint_folder(driver_root: str) -> Path:
 
 def task_device() -> torch.device:
     """The device of a run: the GPU (share) Ray gave its task, else the CPU, also where the node
-    has GPUs that Ray left visible to a task that asked for none."""
+    has GPUs that Ray left visible to a task that asked for none (Ray hides them today and warns
+    that it will stop doing so)."""
     import ray
 
     return default_device() if ray.get_gpu_ids() else torch.device("cpu")
@@ -168,9 +169,6 @@ def connect(options: RayOptions) -> bool:
     if ray.is_initialized():
         return False
     on_sigterm = signal.getsignal(signal.SIGTERM)
-    # Ray hides the GPUs from a task that asks for none today and warns it will stop doing so:
-    # task_device() decides the device from the GPUs Ray assigned, so either behaviour is fine.
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     try:
         if options.address == LOCAL:
             # Ray runs its workers at nice 15 unless told otherwise: beside any busy process they
