@@ -3,11 +3,15 @@
 A worker claims a run by creating ``<results>/.claims/<profile>/<key>.claim`` with O_EXCL (one
 creator wins, on any POSIX file system), runs it, saves its record, and deletes the claim. A
 claim whose worker is gone is *stale*: on the same host, its process no longer exists or its pid
-now belongs to a process started at another time (pids are reused after a restart); from another
-host (results on a shared disk), it is older than ``stale_after`` seconds (claims carry no
-heartbeat, so a run longer than that may be taken over). A stale claim is taken over by renaming
-it aside (a rename succeeds for one worker only) and checking that what was renamed is still the
-claim judged stale, then claiming afresh.
+now belongs to a process started at another time (pids are reused after a restart). From another
+host (results on a shared disk) no process can be checked, so a claim carries a heartbeat: while
+its run goes on, the worker touches the claim every ``heartbeat`` seconds (:class:`Heartbeat`, a
+thread), and the claim is stale once :data:`MISSED_BEATS` beats in a row are missing (5 minutes by
+default, rather than the 24 hours a claim without a heartbeat, written by older code, is given).
+Hosts judge the age of a claim by its modification time against their own clock, so the hosts
+that share a results folder need clocks that agree to well within that (NTP). A stale claim is
+taken over by renaming it aside (a rename succeeds for one worker only) and checking that what
+was renamed is still the claim judged stale, then claiming afresh.
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
-DEFAULT_STALE_AFTER = 24 * 3600.0
+DEFAULT_STALE_AFTER = 24 * 3600.0  # a claim from another host that carries no heartbeat (older code)
+HEARTBEAT_SECONDS = 60.0  # how often a worker touches the claims it holds
+MISSED_BEATS = 5  # a claim from another host whose last beat is older than this many beats is stale
 
 
 def claim_path(results_root: Path, profile: str, key: str) -> Path:
@@ -30,16 +37,17 @@ def state_path(results_root: Path, profile: str, key: str) -> Path:
     return results_root / ".claims" / profile / f"{key}.state"
 
 
-def try_claim(path: Path, stale_after: float = DEFAULT_STALE_AFTER) -> bool:
-    """Claim ``path`` for this process; False when a live worker holds it."""
+def try_claim(path: Path, stale_after: float = DEFAULT_STALE_AFTER, heartbeat: float = HEARTBEAT_SECONDS) -> bool:
+    """Claim ``path`` for this process, promising to touch it every ``heartbeat`` seconds while it
+    holds it (:class:`Heartbeat`); False when a live worker holds it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if _create(path):
+    if _create(path, heartbeat):
         return True
     try:
         judged = path.read_text()
         age = time.time() - path.stat().st_mtime
     except FileNotFoundError:
-        return _create(path)  # released meanwhile
+        return _create(path, heartbeat)  # released meanwhile
     if not _is_stale(judged, age, stale_after):
         return False
     aside = path.with_name(f"{path.name}.stale-{os.getpid()}-{time.time_ns()}")
@@ -55,22 +63,62 @@ def try_claim(path: Path, stale_after: float = DEFAULT_STALE_AFTER) -> bool:
         aside.unlink(missing_ok=True)
         return False
     aside.unlink(missing_ok=True)
-    return _create(path)
+    return _create(path, heartbeat)
 
 
-def _create(path: Path) -> bool:
+def _create(path: Path, heartbeat: float = HEARTBEAT_SECONDS) -> bool:
     try:
         handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
     with os.fdopen(handle, "w") as out:
-        json.dump(_this_process(), out)
+        json.dump({**_this_process(), "heartbeat": heartbeat}, out)
     return True
 
 
 def _this_process() -> dict:
     pid = os.getpid()
     return {"pid": pid, "process_start": _process_start(pid), "host": socket.gethostname(), "started": time.time()}
+
+
+class Heartbeat:
+    """Touches every claim it holds each ``every`` seconds from a daemon thread, so that workers
+    on other hosts see the claims' runs are alive (:func:`is_stale`). Use as a context manager;
+    :meth:`add` a claim once taken and :meth:`discard` it once released. A claim that has gone
+    (released, or taken over and renamed aside) is dropped, never re-created."""
+
+    def __init__(self, every: float = HEARTBEAT_SECONDS):
+        self.every = every
+        self._held: set[Path] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="claim-heartbeat", daemon=True)
+
+    def __enter__(self) -> "Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def add(self, path: Path) -> None:
+        with self._lock:
+            self._held.add(path)
+
+    def discard(self, path: Path) -> None:
+        with self._lock:
+            self._held.discard(path)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every):
+            with self._lock:
+                held = list(self._held)
+            for path in held:
+                try:
+                    os.utime(path)
+                except FileNotFoundError:
+                    self.discard(path)
 
 
 def release(path: Path) -> None:
@@ -102,7 +150,8 @@ def _is_stale(text: str, age: float, stale_after: float) -> bool:
         pid = int(owner.get("pid", -1))
         # The process is gone, or its pid now belongs to another process (a restarted container).
         return not _process_exists(pid) or owner.get("process_start") != _process_start(pid)
-    return age > stale_after
+    beat = owner.get("heartbeat")
+    return age > (MISSED_BEATS * float(beat) if beat else stale_after)
 
 
 def _process_start(pid: int) -> int | None:

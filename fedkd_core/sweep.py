@@ -4,6 +4,7 @@
     python -m fedkd_core.sweep CHAPTER --params ... --dry-run      # done / claimed / left, hours left
     python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness
     python -m fedkd_core.sweep knfu --params ... --robustness --variant "R = 30 rounds"   # one variant
+    python -m fedkd_core.sweep fedua --params notebooks/params/paper/fedua.yaml --ray auto --run-gpus 0.25
 
 Records go to ``<results>/<profile>/<algorithm>/<key>.json`` (see fedkd_core.results); a run
 whose training diverges (non-finite loss or weights) is a result, not a failure: it is stored as
@@ -14,7 +15,13 @@ claim files (fedkd_core.claims): no run is done twice, also across several sweep
 machines sharing the results folder, and the claim of a killed worker is taken over. On a machine
 with GPUs the workers are spread over the visible GPUs, at most ``--per-gpu`` (default 4) on one
 (each holds its own CUDA context and resident dataset), and each finished run says the peak
-device memory of its worker.
+device memory of its worker. Claims carry a heartbeat, so a dead host's runs are taken over
+within minutes by workers of other hosts sharing the folder.
+
+``--ray ADDRESS`` runs the pending runs as Ray tasks instead (``local``: a cluster on this machine
+with ``--cpus``; ``auto`` or ``host:port``: a running cluster), each with ``--run-cpus`` CPUs and
+``--run-gpus`` of a GPU; their records come back and are written here as a local sweep writes
+them (fedkd_core.ray_sweep; book/cluster.md).
 """
 
 from __future__ import annotations
@@ -176,6 +183,13 @@ def run_order(configs: list) -> list:
     return sorted(configs, key=lambda config: config.seed)
 
 
+def sweep_order(configs: list, robustness: bool) -> list:
+    """The order a sweep takes its runs in, whatever runs them (worker processes or Ray): a
+    robustness grid as ``robustness.sweep_order`` made it (variant by variant, nearest completion
+    first), any other grid seed by seed (:func:`run_order`)."""
+    return list(configs) if robustness else run_order(configs)
+
+
 def work(chapter: str, params_file: Path, limit: int | None, report, parent: int | None = None,
          robustness: bool = False, variants: tuple[str, ...] = ()) -> None:
     """Claim and run what is left of the grid, seed by seed (``run_order``), until nothing is left;
@@ -188,32 +202,35 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
     """
     params, configs = load_grid(chapter, params_file, robustness, variants)
     root, ran = results_dir(), 0
-    for config in (configs if robustness else run_order(configs)):
-        if limit is not None and ran >= limit:
-            return
-        if parent is not None and os.getppid() != parent:
-            return
-        if is_finished(config):
-            continue
-        claim = claims.claim_path(root, params.profile, config_hash(config))
-        if not claims.try_claim(claim):
-            continue
-        try:
-            if is_finished(config):  # finished by another worker just before our claim
+    with claims.Heartbeat() as heartbeat:  # workers on other hosts see the claim's run is alive
+        for config in sweep_order(configs, robustness):
+            if limit is not None and ran >= limit:
+                return
+            if parent is not None and os.getppid() != parent:
+                return
+            if is_finished(config):
                 continue
-            report("start", describe(config))
-            record = run_experiment(config, profile=params.profile, progress=False)
-            ran += 1
-            report("done", f"{describe(config)}: ALMA {record.final['alma']:.4f} "
-                           f"({record.timings['total_seconds']:.0f} s{device_memory_text()})")
-        except RunDiverged as diverged:  # stored by run_experiment: a result; go on with the grid
-            ran += 1
-            report("diverged", f"{describe(config)}: diverged in round {diverged.round_index}: {diverged}")
-        except Exception as error:
-            report("error", f"{describe(config)}: {type(error).__name__}: {error}\n{traceback.format_exc()}")
-            raise
-        finally:
-            claims.release(claim)
+            claim = claims.claim_path(root, params.profile, config_hash(config))
+            if not claims.try_claim(claim):
+                continue
+            heartbeat.add(claim)
+            try:
+                if is_finished(config):  # finished by another worker just before our claim
+                    continue
+                report("start", describe(config))
+                record = run_experiment(config, profile=params.profile, progress=False)
+                ran += 1
+                report("done", f"{describe(config)}: ALMA {record.final['alma']:.4f} "
+                               f"({record.timings['total_seconds']:.0f} s{device_memory_text()})")
+            except RunDiverged as diverged:  # stored by run_experiment: a result; go on with the grid
+                ran += 1
+                report("diverged", f"{describe(config)}: diverged in round {diverged.round_index}: {diverged}")
+            except Exception as error:
+                report("error", f"{describe(config)}: {type(error).__name__}: {error}\n{traceback.format_exc()}")
+                raise
+            finally:
+                heartbeat.discard(claim)
+                claims.release(claim)
 
 
 def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, queue, parent: int,
@@ -365,22 +382,70 @@ def resume_line(configs, profile: str) -> str:
             + "; ".join(describe(config) for config in saved))
 
 
+def run_on_cluster(chapter: str, left: list, profile: str, options, limit: int | None, robustness: bool) -> int:
+    """Run the ``left`` runs as Ray tasks (fedkd_core.ray_sweep), in the order a local sweep
+    takes them; the number of failures. Ctrl-C, once the tasks are cancelled, is exit status 130."""
+    from .ray_sweep import run_on_ray
+
+    try:
+        return run_on_ray(sweep_order(left, robustness), profile, options, limit=limit, label=f"sweep {chapter}",
+                          describe=describe)
+    except KeyboardInterrupt:  # the tasks are cancelled and the stop said so: no traceback
+        raise SystemExit(130) from None
+
+
+def parse_ray_options(parser: argparse.ArgumentParser, args):
+    """The :class:`~fedkd_core.ray_sweep.RayOptions` of ``--ray`` and its options (None without
+    ``--ray``); a usage error for an option that contradicts them."""
+    from .ray_sweep import RayOptions
+
+    if args.ray is None:
+        given = [flag for flag, value, default in (("--cpus", args.cpus, None), ("--run-cpus", args.run_cpus, 1.0),
+                                                   ("--run-gpus", args.run_gpus, None),
+                                                   ("--max-retries", args.max_retries, 3)) if value != default]
+        if given:
+            parser.error(f"{', '.join(given)} only apply with --ray")
+        return None
+    if args.workers is not None:
+        parser.error("--workers starts local processes; with --ray each run is a Ray task: size the cluster "
+                     "(--cpus with --ray local) and each run (--run-cpus, --run-gpus) instead")
+    try:
+        return RayOptions(args.ray, cpus=args.cpus, run_cpus=args.run_cpus, run_gpus=args.run_gpus,
+                          per_gpu=args.per_gpu, max_retries=args.max_retries)
+    except ValueError as error:
+        parser.error(str(error))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("chapter")
     parser.add_argument("--params", type=Path, required=True, help="papermill YAML of the profile")
-    parser.add_argument("--workers", type=int, default=1, help="processes claiming runs (default 1)")
+    parser.add_argument("--workers", type=int, default=None, help="processes claiming runs (default 1)")
     parser.add_argument("--per-gpu", type=int, default=4,
                         help="most workers on one GPU (default 4); workers are spread over the visible GPUs")
     parser.add_argument("--dry-run", action="store_true", help="count done / claimed / left, run nothing")
-    parser.add_argument("--limit", type=int, default=None, help="each worker runs at most this many new runs")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="each worker (with --ray: the sweep) runs at most this many new runs")
     parser.add_argument("--robustness", action="store_true",
                         help="run the chapter's robustness variants around the profile (ROBUSTNESS)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME",
                         help="with --robustness: only this variant (repeatable; its name as the chapter lists it)")
+    cluster = parser.add_argument_group("on a Ray cluster (fedkd_core.ray_sweep; book/cluster.md)")
+    cluster.add_argument("--ray", metavar="ADDRESS", default=None,
+                         help="run each pending run as a Ray task: 'local' starts a cluster on this machine, "
+                              "'auto' or HOST:PORT joins a running one; records come back and are written here")
+    cluster.add_argument("--cpus", type=int, default=None, help="with --ray local: the cluster's CPUs (default all)")
+    cluster.add_argument("--run-cpus", type=float, default=1.0, help="CPUs each run asks Ray for (default 1)")
+    cluster.add_argument("--run-gpus", type=float, default=None,
+                         help="share of a GPU each run asks Ray for, e.g. 0.25: four runs on one GPU "
+                              "(default 1/--per-gpu on a cluster with GPUs, else 0)")
+    cluster.add_argument("--max-retries", type=int, default=3,
+                         help="times Ray reruns a run whose node or worker died (default 3; runs are deterministic)")
     args = parser.parse_args(argv)
     variants = tuple(args.variant)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # `kill` runs the clean-up
+    ray_options = parse_ray_options(parser, args)
+    args.workers = 1 if args.workers is None else args.workers
     if args.workers < 1:
         parser.error(f"--workers must be >= 1 (got {args.workers})")
 
@@ -409,11 +474,15 @@ def main(argv: list[str] | None = None) -> None:
     except ResultsNotWritable as error:
         raise SystemExit(str(error)) from None
     start = time.perf_counter()
-    try:
-        failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]),
-                               args.robustness, variants, per_gpu=args.per_gpu)
-    except ValueError as error:  # more workers than the GPUs take
-        parser.error(str(error))
+    if ray_options is not None:
+        failures = run_on_cluster(args.chapter, split["left"], params.profile, ray_options, args.limit,
+                                  args.robustness)
+    else:
+        try:
+            failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]),
+                                   args.robustness, variants, per_gpu=args.per_gpu)
+        except ValueError as error:  # more workers than the GPUs take
+            parser.error(str(error))
     print(f"finished in {time.perf_counter() - start:.0f} s" + (f", {failures} failure(s)" if failures else ""))
     held = status(configs, params.profile)["claimed"]
     if held:

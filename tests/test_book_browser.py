@@ -97,7 +97,8 @@ def smoke_book(tmp_path_factory) -> Path:
 
 
 def pages(html: Path) -> list[Path]:
-    return [html / "intro.html", html / "performance.html", *sorted((html / "chapters").glob("*.html"))]
+    return [html / "intro.html", html / "performance.html", html / "cluster.html",
+            *sorted((html / "chapters").glob("*.html"))]
 
 
 def test_the_book_ships_mathjax(smoke_book):

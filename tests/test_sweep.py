@@ -5,11 +5,12 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
 from fedkd_core import claims, sweep
-from fedkd_core.results import load_record
+from fedkd_core.results import config_hash, load_record
 
 
 def test_a_claim_is_held_by_one_worker_until_released(tmp_path):
@@ -227,3 +228,65 @@ def test_a_run_that_diverges_is_stored_reported_and_the_sweep_goes_on(tmp_path, 
     assert not list((tmp_path / "results" / ".claims").rglob("*.claim"))
     sweep.main(["setting", "--params", str(params), "--dry-run"])
     assert "0 done, 2 diverged (stored), 0 claimed by running workers, 0 left" in capsys.readouterr().out
+
+
+def test_a_claim_from_another_host_with_a_heartbeat_is_stale_after_missed_beats(tmp_path):
+    path = claims.claim_path(tmp_path, "paper", "abc")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"pid": 1, "host": "elsewhere", "started": 0, "heartbeat": 60.0}))
+    beat = time.time() - 60.0 * (claims.MISSED_BEATS - 1)  # a few beats missed: maybe a slow disk
+    os.utime(path, (beat, beat))
+    assert not claims.is_stale(path)
+    beat = time.time() - 60.0 * (claims.MISSED_BEATS + 1)  # the host or its worker is gone
+    os.utime(path, (beat, beat))
+    assert claims.is_stale(path)  # not 24 hours later
+
+
+def test_a_heartbeat_touches_the_claims_it_holds_and_no_other(tmp_path):
+    held, released, gone = (claims.claim_path(tmp_path, "paper", key) for key in ("held", "released", "gone"))
+    assert claims.try_claim(held, heartbeat=0.05) and claims.try_claim(released) and claims.try_claim(gone)
+    assert json.loads(held.read_text())["heartbeat"] == 0.05
+    for path in (held, released, gone):
+        os.utime(path, (0, 0))
+    with claims.Heartbeat(every=0.05) as heartbeat:
+        for path in (held, released, gone):
+            heartbeat.add(path)
+        heartbeat.discard(released)
+        gone.unlink()
+        time.sleep(0.5)
+    assert held.stat().st_mtime > time.time() - 60 and released.stat().st_mtime == 0
+    assert not gone.exists()  # a claim released or taken over meanwhile is not brought back
+
+
+def test_ray_options_that_contradict_each_other_are_usage_errors(smoke_grid, capsys):
+    for argv, message in ((["--ray", "local", "--workers", "2"], "--workers starts local processes"),
+                          (["--cpus", "2"], "--cpus only apply with --ray"),
+                          (["--ray", "auto", "--cpus", "2"], "--cpus sizes the cluster --ray local starts"),
+                          (["--ray", "local", "--run-gpus", "1.5"], "--run-gpus must be between 0 and 1"),
+                          (["--ray", "local", "--run-cpus", "0"], "--run-cpus must be > 0")):
+        with pytest.raises(SystemExit):
+            sweep.main(["setting", "--params", str(smoke_grid), *argv])
+        assert message in capsys.readouterr().err
+
+
+def test_without_ray_installed_the_ray_sweep_says_how_to_install_it(smoke_grid, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    with pytest.raises(SystemExit, match=r"--ray needs Ray.*pip install -e '.\[flower\]'.*--workers N"):
+        sweep.main(["setting", "--params", str(smoke_grid), "--ray", "local"])
+
+
+def test_a_robustness_sweep_on_ray_takes_the_runs_in_the_local_sweeps_order(tmp_path, monkeypatch):
+    """The Ray path gets what is left in the order a local sweep takes it: variant by variant."""
+    from fedkd_core import ray_sweep
+
+    monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
+    sent = {}
+    monkeypatch.setattr(ray_sweep, "run_on_ray", lambda configs, profile, options, **kw: sent.update(
+        configs=configs, profile=profile, options=options) or 0)
+    params = "notebooks/params/robustness/knfu.yaml"
+    argv = ["knfu", "--params", params, "--robustness", "--variant", "R = 30 rounds", "--ray", "auto",
+            "--run-gpus", "0.5"]
+    sweep.main(argv)
+    _, grid = sweep.load_grid("knfu", params, robustness=True, variants=("R = 30 rounds",))
+    assert [config_hash(c) for c in sent["configs"]] == [config_hash(c) for c in grid] and grid
+    assert sent["options"].address == "auto" and sent["options"].run_gpus == 0.5
