@@ -40,7 +40,7 @@ import yaml
 from .algorithms import algorithm_class, import_class
 from .chapters import CHAPTERS, chapter_module, chapter_params
 from .conformance import registered_name
-from .contracts import check_needs, missing_members
+from .contracts import check_needs
 from .experiment import ExperimentConfig, RunDiverged
 from .results import is_finished, run_experiment
 from .verdicts import POINTS, Verdict, cell_table, judge
@@ -140,6 +140,10 @@ def compare(method, chapter: str, params=None, *, method_params: dict | None = N
     if name in set(theirs[method_column]):
         raise ValueError(f"{name!r} is already a method of the {chapter} chapter: register the new one under another name")
     ours = module.observations(new).assign(**{method_column: name})
+    if not len(ours):
+        raise ValueError(f"the {chapter} chapter's tables read none of the {len(new)} runs of {name} that finished "
+                         f"(its observations() keep only the runs its tables show; see its Params' docstring), "
+                         f"so there is nothing to rank")
     against = against or getattr(module, "PROPOSED", PROPOSED.get(chapter))
     if against not in set(theirs[method_column]):
         raise ValueError(f"against must be one of the {chapter} chapter's methods that ran, "

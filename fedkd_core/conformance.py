@@ -149,9 +149,13 @@ def separability_check(config: ExperimentConfig, data: FederatedData) -> str:
 
 def determinism_check(config: ExperimentConfig, data: FederatedData) -> str:
     runs = []
-    for seed in (11, 22):  # whatever the global generators held, the run must not depend on it
-        torch.manual_seed(seed), np.random.seed(seed), random.seed(seed)
-        runs.append(simulate(config, data=data, device=torch.device("cpu"), progress=False))
+    saved = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    try:
+        for seed in (11, 22):  # whatever the global generators held, the run must not depend on it
+            torch.manual_seed(seed), np.random.seed(seed), random.seed(seed)
+            runs.append(simulate(config, data=data, device=torch.device("cpu"), progress=False))
+    finally:  # the caller's generators as they were
+        torch.set_rng_state(saved[0]), np.random.set_state(saved[1]), random.setstate(saved[2])
     first, second = (comparable(run["history"]) for run in runs)
     assert first == second, f"two runs of one config differ: {first_difference(first, second)}"
     return f"two runs of {config.rounds} rounds gave identical per-round numbers"
