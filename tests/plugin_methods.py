@@ -1,12 +1,26 @@
 """A method from outside the package, as a user writes it (tests of register, conformance, compare):
-FedAvg with server momentum (Hsu et al., 2019, "FedAvgM"), the book's "Add your method" example."""
+FedAvg with server momentum (Hsu et al., 2019, "FedAvgM"), the book's "Add your method" example;
+and the ``registry`` fixture those tests share (import it by name)."""
 
+import os
 from dataclasses import dataclass
 
+import pytest
 import torch
 
 from fedkd_core.aggregate import weighted_average
+from fedkd_core.algorithms import ALGORITHMS, REGISTERED_ENV
 from fedkd_core.algorithms.fedavg import FedAvg
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """Registrations made by a test are undone after it (the registry and what children inherit)."""
+    saved = dict(ALGORITHMS)
+    monkeypatch.setenv(REGISTERED_ENV, os.environ.get(REGISTERED_ENV, ""))
+    yield
+    ALGORITHMS.clear()
+    ALGORITHMS.update(saved)
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,13 @@
 """A method from outside the package, compared on a chapter's cells (fedkd_core.compare)."""
 
-import os
-
 import numpy as np
 import pytest
 
-from fedkd_core.algorithms import ALGORITHMS, REGISTERED_ENV
 from fedkd_core.chapters import knfu
 from fedkd_core.compare import compare, main, method_configs
 from fedkd_core.results import config_hash
 from fedkd_core.verdicts import t_interval
-
-
-@pytest.fixture
-def registry(monkeypatch):
-    saved = dict(ALGORITHMS)
-    monkeypatch.setenv(REGISTERED_ENV, os.environ.get(REGISTERED_ENV, ""))
-    yield
-    ALGORITHMS.clear()
-    ALGORITHMS.update(saved)
+from plugin_methods import registry  # noqa: F401 (a fixture)
 
 
 # Two seeds of one KnFu cell (MNIST, Dir(0.5), |D_n| = 50, 3 clients, 2 rounds) and two of its methods.

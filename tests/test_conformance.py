@@ -1,13 +1,11 @@
 """Every registered algorithm keeps the contract (fedkd_core.conformance), and each check fails for
 the broken method it is there to catch. Replaces the hand-written list of the separability test
-(which missed feddf and fedua): a method registered later is checked without editing this file."""
+(which missed feddf and fedua): a method registered later is checked without editing this file.
+The Flower runs are in test_conformance_flower.py (their own file, so that a worker takes them
+beside this one's)."""
 
-import importlib.util
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,24 +15,11 @@ from fedkd_core import algorithms
 from fedkd_core.algorithms import ALGORITHMS, REGISTERED_ENV, register
 from fedkd_core.algorithms.base import parameters_message
 from fedkd_core.algorithms.fedavg import FedAvg
-from fedkd_core.conformance import (CHECKS, FAILED, PASSED, SKIPPED, ConformanceError, check, comparable,
-                                    majority_scores, tiny_config)
-from fedkd_core.experiment import simulate
+from fedkd_core.conformance import (CHECKS, FAILED, PASSED, SKIPPED, ConformanceError, check, majority_scores,
+                                    tiny_config)
 from fedkd_core.federation import build_federated_data
 from fedkd_core.training import train
-from plugin_methods import FedAvgM
-
-TESTS = Path(__file__).resolve().parent
-
-
-@pytest.fixture
-def registry(monkeypatch):
-    """Registrations made by a test are undone after it (the registry and what children inherit)."""
-    saved = dict(ALGORITHMS)
-    monkeypatch.setenv(REGISTERED_ENV, os.environ.get(REGISTERED_ENV, ""))
-    yield
-    ALGORITHMS.clear()
-    ALGORITHMS.update(saved)
+from plugin_methods import FedAvgM, registry  # noqa: F401 (a fixture)
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
@@ -43,19 +28,6 @@ def test_every_registered_algorithm_keeps_the_contract(name):
     assert [f.check for f in findings] == [*CHECKS, "flower"]
     failed = [f"{f.check}: {f.detail}" for f in findings if f.status != PASSED and f.check != "flower"]
     assert not failed, failed
-
-
-def test_every_registered_algorithm_gives_the_in_process_numbers_on_flower():
-    """One Flower simulation (one Ray start) runs every algorithm's tiny config, one after another."""
-    pytest.importorskip("flwr")
-    from fedkd_core.flower import simulate_on_flower
-
-    configs = [tiny_config(name) for name in sorted(ALGORITHMS)]
-    on_flower = simulate_on_flower(configs, workers=1)
-    for config, remote in zip(configs, on_flower, strict=True):
-        assert isinstance(remote, dict), (config.algorithm, remote)
-        local = simulate(config, progress=False)
-        assert comparable(local["history"]) == comparable(remote["history"]), config.algorithm
 
 
 # --- each check catches what it is for ------------------------------------------------------------
@@ -104,21 +76,6 @@ def test_each_check_fails_for_the_broken_method_it_is_for(registry, broken, fail
     assert findings["contract"].status == PASSED
     with pytest.raises(ConformanceError, match=failing):
         check(broken, flower=False)
-
-
-def test_a_user_method_registers_passes_and_runs_on_flower_in_other_processes(registry):
-    """FedAvgM from an importable module: registered here, announced to child processes, so
-    Flower's client processes (which import the package afresh) run it too."""
-    findings = check(FedAvgM, name="fedavgm_test", flower=True)
-    on_flower = PASSED if importlib.util.find_spec("flwr") else SKIPPED
-    assert {f.check: f.status for f in findings} == {**{name: PASSED for name in CHECKS}, "flower": on_flower}, findings
-    assert ALGORITHMS["fedavgm_test"] is FedAvgM
-    assert "fedavgm_test=plugin_methods:FedAvgM" in os.environ[REGISTERED_ENV]
-    child = subprocess.run([sys.executable, "-c", "from fedkd_core.algorithms import ALGORITHMS; "
-                            "print(ALGORITHMS['fedavgm_test'].__qualname__)"],
-                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])},
-                           capture_output=True, text=True, timeout=300)
-    assert child.stdout.strip() == "FedAvgM", child.stderr[-2000:]
 
 
 def test_a_method_defined_in_a_notebook_skips_only_the_flower_check(registry):
