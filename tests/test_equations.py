@@ -82,7 +82,7 @@ def test_pfedme_steps_by_hand_one_at_a_time():
     theta.grad = torch.tensor([0.5])
     moreau_inner_step([theta], [w], lam=3.0, lr=0.1, weight_decay=0.2)
     # 2 − 0.1 · (0.5 + 3 · (2 − 1) + 0.2 · 2) = 2 − 0.39 = 1.61
-    assert float(theta) == pytest.approx(1.61)
+    assert float(theta.detach()) == pytest.approx(1.61)
     local = torch.tensor([1.0])
     moreau_outer_step([local], [theta.detach()], lam=3.0, lr=0.1)
     # 1 − 3 · 0.1 · (1 − 1.61) = 1.183
