@@ -23,16 +23,28 @@ def config(algorithm, **changes):
 
 @pytest.mark.parametrize("algorithm", ["local", "fedavg"])
 def test_short_real_run_learns_well_above_chance(algorithm):
+    """Well above always answering each client's largest class (0.34 on these skewed clients; 1/C
+    would be 0.1). Measured (seed 0, AMD EPYC): Local 0.82, FedAvg 0.83."""
+    from fedkd_core.conformance import majority_scores
+    from fedkd_core.federation import build_federated_data
+
     history = simulate(config(algorithm), progress=False)["history"]
     assert len(history) == 4
-    assert history[-1]["alma"] > 0.5  # chance is 0.1 on balanced data, about 0.3 on these skewed clients
+    majority = majority_scores(build_federated_data(SMALL, 0))["alma"]
+    assert history[-1]["alma"] > majority + 0.25, (history[-1]["alma"], majority)
     assert history[-1]["alma"] > history[0]["alma"] - 0.05
 
 
 def test_fedavg_reports_global_accuracy_and_local_none():
+    """FedAvg's global model beats answering the pooled largest class everywhere (about 0.1 on the
+    balanced test split; measured 0.77)."""
+    from fedkd_core.conformance import majority_scores
+    from fedkd_core.federation import build_federated_data
+
     fedavg = simulate(config("fedavg"), progress=False)["history"][-1]
     local = simulate(config("local", rounds=2), progress=False)["history"][-1]
-    assert fedavg["global_acc"] > 0.3 and local["global_acc"] is None
+    majority = majority_scores(build_federated_data(SMALL, 0))["global_acc"]
+    assert fedavg["global_acc"] > majority + 0.3 and local["global_acc"] is None
 
 
 def test_same_config_and_seed_give_the_identical_history():

@@ -125,17 +125,24 @@ def test_every_baseline_runs_one_round():
 
 def test_fedckd_and_pfedsd_beat_fedavg_on_fashion_mnist():
     """Practical setting, Dir(0.1): personalised distillation beats the single global model.
-    (The 5-layer CNN instead of pFedSD's FMNIST CNN, which is 3x slower on a CPU.)"""
+    (The 5-layer CNN instead of pFedSD's FMNIST CNN, which is 3x slower on a CPU.) FedCKD learns:
+    it beats always answering each client's largest class (0.47 at Dir(0.1), where 1/C is 0.1).
+    With one local epoch it did not (FedCKD 0.44, pFedSD 0.43: a "> 0.3" passed regardless); with two,
+    measured (seed 0, bf16 where native, AMD EPYC): FedAvg 0.21, pFedSD 0.47, FedCKD 0.61."""
+    from fedkd_core.conformance import majority_scores
+    from fedkd_core.federation import build_federated_data
+
     data = DataConfig(dataset="fashion_mnist", num_clients=5, partition="dirichlet", alpha=0.1, pool_size=1000,
                       local_test_size=100)
-    train = TrainConfig(epochs=1, batch_size=64, lr=0.05, momentum=0.9, weight_decay=1e-5, mixed_precision=True)
+    train = TrainConfig(epochs=2, batch_size=64, lr=0.05, momentum=0.9, weight_decay=1e-5, mixed_precision=True)
     alma = {}
     for name in ("fedavg", "pfedsd", "fedckd"):
         config = ExperimentConfig(algorithm=name, data=data, model="cnn5", train=train, rounds=3, eval_every=3,
                                   global_test_size=100, seed=0)
         alma[name] = simulate(config, progress=False)["history"][-1]["alma"]
     assert alma["fedckd"] > alma["fedavg"] + 0.05 and alma["pfedsd"] > alma["fedavg"] + 0.05, alma
-    assert alma["fedckd"] > 0.3, alma  # well above the 10% of chance
+    majority = majority_scores(build_federated_data(data, 0))["alma"]
+    assert alma["fedckd"] > majority + 0.08, (alma, majority)
 
 
 @pytest.mark.parametrize("name,params", [("fedckd", {"gamma": 0.0}), ("fedckd", {"kl_direction": "sideways"}),

@@ -316,10 +316,16 @@ def test_fjord_widths_from_yaml_lists_are_accepted():
 @pytest.mark.parametrize("name", ["fedgen", "fjord"])
 def test_a_short_real_cifar10_run_learns(name):
     """3 clients, 900 CIFAR-10 training images, cnn5_code32, 2 rounds of 3 epochs (Adam 3e-3):
-    local and global accuracy above the 10% of chance (seconds on a CPU)."""
+    local and global accuracy above always answering a client's (the pool's) largest class, 0.24
+    and 0.10 here (seconds on a CPU). Measured (seed 0, fp32, AMD EPYC): local 0.32 / 0.30, global
+    0.19 / 0.17 (FedGen / FjORD)."""
+    from fedkd_core.conformance import majority_scores
+    from fedkd_core.federation import build_federated_data
+
     data = DataConfig(dataset="cifar10", num_clients=3, alpha=1.0, pool_size=900, local_test_size=100)
     train = TrainConfig(epochs=3, batch_size=32, lr=3e-3, optimizer="adam", mixed_precision=False)
     config = ExperimentConfig(algorithm=name, data=data, model="cnn5_code32", train=train, rounds=2,
                               global_test_size=1000, seed=0)
     last = simulate(config, progress=False)["history"][-1]
-    assert last["alma"] > 0.2 and last["global_acc"] > 0.14, last
+    majority = majority_scores(build_federated_data(data, 0))
+    assert last["alma"] > majority["alma"] + 0.03 and last["global_acc"] > majority["global_acc"] + 0.04, (last, majority)

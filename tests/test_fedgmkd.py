@@ -289,7 +289,6 @@ def test_upload_bytes_are_model_plus_ckf(data):
     held = int((data.dataset.y_train[torch.as_tensor(data.client_train[0])].bincount(minlength=10) > 0).sum())
     model_bytes = message_bytes(parameters_message(algorithm.model))
     assert message_bytes(upload) - model_bytes == held * (32 + 10) * 4 + 10 * 8
-    assert 10 * (32 + 10) * 4 + 10 * 8 == 1760
     assert upload["ckf/counts"].sum() == len(data.client_train[0])
     # fact 5 on a trained model's real features: the uploaded Eq. (5) prototypes are the class means
     features, _ = predict_features(algorithm.worker, data.dataset, data.client_train[0])
@@ -337,7 +336,11 @@ def test_train_clips_the_gradient_norm():
 
 @pytest.mark.parametrize("variant", ["paper", "code"])
 def test_learns_on_real_cifar10(variant):
-    """Two rounds, three clients, 900 CIFAR-10 images, cnn5_code32: above the 10% of chance."""
+    """Two rounds, three clients, 900 CIFAR-10 images, cnn5_code32: above always answering a
+    client's (the pool's) largest class, 0.24 local and 0.10 global here."""
+    from fedkd_core.conformance import majority_scores
+    from fedkd_core.federation import build_federated_data
+
     start = time.perf_counter()
     config = ExperimentConfig(
         algorithm="fedgmkd", algorithm_params={"variant": variant, "max_components": 3},
@@ -347,7 +350,9 @@ def test_learns_on_real_cifar10(variant):
         rounds=2, global_test_size=500, seed=0)
     history = simulate(config, progress=False)["history"]
     # measured (seed 0, fp32): local 0.32 / 0.37, global 0.15 / 0.19 (paper / code); FedAvg's global 0.20
-    assert history[-1]["alma"] > 0.25 and history[-1]["global_acc"] > 0.12, history[-1]
+    majority = majority_scores(build_federated_data(config.data, config.seed))
+    assert history[-1]["alma"] > majority["alma"] + 0.05, (history[-1], majority)
+    assert history[-1]["global_acc"] > majority["global_acc"] + 0.03, (history[-1], majority)
     assert history[1]["bytes_down"] == history[0]["bytes_down"] + 3 * 1690
     assert 0 <= history[-1]["dat_shift"] <= 1
     print(f"{variant}: {time.perf_counter() - start:.1f} s, alma {history[-1]['alma']:.3f}, "

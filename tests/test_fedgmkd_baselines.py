@@ -353,7 +353,8 @@ def test_bad_config_raises_naming_the_parameter(name, params, field):
 @pytest.mark.parametrize("name", METHODS)
 def test_learns_on_real_cifar10(name):
     """Two rounds, three clients, 900 CIFAR-10 images, cnn5_code32, Adam 1e-3: local and global
-    accuracy above the 10% of chance; the record's bytes are the formulas above.
+    accuracy above always answering a client's (the pool's) largest class (0.24 local, 0.10 global
+    here); the record's bytes are the formulas above.
     Measured (seed 0, fp32, AMD EPYC): local 0.33 / 0.34 / 0.33 / 0.39 and global 0.20 / 0.19 /
     0.16 / 0.19 (moon / fedproto / fpl / fedmd_avg); FedAvg's global 0.20. About 2 s each."""
     transfer = 200 if name == "fedmd_avg" else 0
@@ -364,7 +365,12 @@ def test_learns_on_real_cifar10(name):
                                                mixed_precision=False),
         rounds=2, global_test_size=500, seed=0)
     history = simulate(config, progress=False)["history"]
-    assert history[-1]["alma"] > 0.25 and history[-1]["global_acc"] > 0.12, history[-1]
+    from fedkd_core.conformance import majority_scores
+    from fedkd_core.federation import build_federated_data
+
+    majority = majority_scores(build_federated_data(config.data, config.seed))
+    assert history[-1]["alma"] > majority["alma"] + 0.05, (history[-1], majority)
+    assert history[-1]["global_acc"] > majority["global_acc"] + 0.03, (history[-1], majority)
     extra_down = history[1]["bytes_down"] - history[0]["bytes_down"]  # what round 2 adds per 3 clients
     expected = {"moon": 0, "fedproto": 3 * (C * D * 4 + C), "fedmd_avg": 3 * transfer * C * 4,
                 "fpl": 3 * history[0].get("fpl_prototypes", 0) * (D * 4 + 8)}[name]

@@ -256,10 +256,14 @@ def test_all_three_methods_learn_on_real_cifar10():
         model="cnn5", train=TrainConfig(epochs=2, batch_size=32, lr=0.02, momentum=0.9, mixed_precision=False),
         rounds=3, global_test_size=1000, seed=0,
     )
+    from fedkd_core.conformance import majority_scores
+
+    majority = majority_scores(build_federated_data(base.data, base.seed))
     for algorithm in ("fedavg", "feddf", "fedua"):
         params = {} if algorithm == "fedavg" else {"server_epochs": 2}
         history = simulate(replace(base, algorithm=algorithm, algorithm_params=params), progress=False)["history"]
-        assert history[-1]["global_acc"] > 0.2, algorithm  # chance is 0.1
+        # above answering the pool's largest class everywhere (0.10 on the balanced test split)
+        assert history[-1]["global_acc"] > majority["global_acc"] + 0.1, (algorithm, history[-1]["global_acc"])
 
 
 # --- the chapter ---------------------------------------------------------------------------------

@@ -147,20 +147,53 @@ def test_params_validation_names_the_parameter():
     with pytest.raises(ValueError, match="mnist_alphas"):
         chapter.Params(mnist_alphas="0.5,-1")
     assert chapter.batch_size_for(100) == 16 and chapter.batch_size_for(1000) == 128
-    assert len(chapter.paper_table1()) == 48 and len(chapter.paper_table2()) == 24
+
+
+def test_the_paper_tables_hold_the_papers_numbers_in_their_cells():
+    """Tables 1-2 by value: the full grid once, and cells read back as the paper prints them
+    (a shifted column or row, or a mean swapped with its std, changes one of these)."""
+    import itertools
+
+    table1, table2 = chapter.paper_table1(), chapter.paper_table2()
+    methods = ["knfu", "fedmd", "knfu_local", "selective_fd"]
+    for table, alphas, sizes in ((table1, [0.1, 0.25, 0.5, 1.0], [50, 100, 200]), (table2, [0.1, 0.5, 1.0], [500, 1000])):
+        assert sorted(map(tuple, table[["alpha", "size", "algorithm"]].values.tolist())) == \
+            sorted(itertools.product(alphas, sizes, methods))
+
+    def cell(table, alpha, size):
+        rows = table[(table.alpha == alpha) & (table["size"] == size)].set_index("algorithm")
+        return {m: (rows.loc[m, "mean"], rows.loc[m, "std"]) for m in methods}
+
+    assert cell(table1, 0.1, 50) == {"knfu": (93.5, 0.6), "fedmd": (88.7, 0.6), "knfu_local": (92.4, 2.7),
+                                     "selective_fd": (92.2, 1.3)}
+    assert cell(table1, 0.25, 100) == {"knfu": (92.3, 0.6), "fedmd": (88.6, 1.2), "knfu_local": (88.7, 0.2),
+                                       "selective_fd": (90.3, 1.1)}
+    assert cell(table1, 1.0, 200) == {"knfu": (92.1, 0.8), "fedmd": (92.0, 0.4), "knfu_local": (87.8, 0.8),
+                                      "selective_fd": (92.2, 0.8)}
+    assert cell(table2, 0.1, 1000) == {"knfu": (73.8, 1.23), "fedmd": (52.34, 1.18), "knfu_local": (81.1, 1.81),
+                                       "selective_fd": (75.2, 2.32)}
+    assert cell(table2, 1.0, 500) == {"knfu": (45.3, 2.49), "fedmd": (42.2, 2.73), "knfu_local": (43.68, 1.83),
+                                      "selective_fd": (44.38, 2.63)}
+    assert set(table1.dataset) == {"mnist"} and set(table2.dataset) == {"cifar10"}
 
 
 def test_all_four_methods_learn_on_mnist(tmp_path):
+    """Each method beats the trivial one that answers every client's largest class (0.29 here),
+    not merely chance: at Dir(0.5) that trivial method is far above 1/C. Measured (seed 0, fp32,
+    AMD EPYC): KnFu 0.64, FedMD 0.46, Local 0.74, Selective-FD 0.56."""
+    from fedkd_core.conformance import majority_scores
+    from fedkd_core.federation import build_federated_data
     from fedkd_core.results import run_experiment
 
     params = chapter.Params(num_clients=5, mnist_sizes="100", mnist_alphas="0.5", rounds=3,
                             local_test_size=100)
     configs = chapter.experiments(params)
     assert [c.algorithm for c in configs] == ["knfu", "fedmd", "knfu_local", "selective_fd"]
+    majority = majority_scores(build_federated_data(configs[0].data, configs[0].seed))["alma"]
     for config in configs:
         record = run_experiment(config, root=tmp_path, profile="smoke", progress=False)
-        # 100 images per client, 3 rounds: well above chance (0.1); seed-to-seed spread is ±0.05
-        assert record.final["alma"] > 0.35, (config.algorithm, record.final["alma"])
+        # 100 images per client, 3 rounds; seed-to-seed spread is ±0.05
+        assert record.final["alma"] > majority + 0.1, (config.algorithm, record.final["alma"], majority)
         if config.algorithm == "knfu_local":
             assert record.final["bytes_up"] == record.final["bytes_down"] == 0
         else:  # soft labels of the 100 transfer samples, float32

@@ -74,6 +74,7 @@ class Algorithm:
 
     Config: type = type(None)
     CLIENT_STATE: tuple[str, ...] = ()
+    NEEDS: frozenset[str] = frozenset()  # what a run must offer (fedkd_core.contracts.NEEDS), e.g. {"transfer_set"}
 
     def __init__(self, config, ctx: Context):
         self.config = config

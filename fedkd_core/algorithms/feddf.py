@@ -78,6 +78,7 @@ class FedDF(FedAvg):
     """The global model is the distilled student; ``round_metrics`` says what the server did."""
 
     Config = FedDFConfig
+    NEEDS = frozenset({"transfer_set"})  # the unlabelled set the server distils on (FedUA inherits it)
 
     def __init__(self, config: FedDFConfig, ctx):
         super().__init__(config, ctx)

@@ -106,6 +106,7 @@ class TransferBatches:
 
 class FedMDAvg(FromGlobal):
     Config = FedMDAvgConfig
+    NEEDS = frozenset({"transfer_set"})  # the public set the clients' logits are exchanged on
     personalised = True
 
     def __init__(self, config: FedMDAvgConfig, ctx):

@@ -25,6 +25,7 @@ CHAPTERS: dict[str, str] = {
     "fedua": "fedkd_core.chapters.fedua",
     "fedgmkd": "fedkd_core.chapters.fedgmkd",
     "claims": "fedkd_core.chapters.ledger",
+    "add_your_method": "fedkd_core.chapters.add_your_method",
 }
 
 
