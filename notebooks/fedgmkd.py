@@ -66,6 +66,7 @@ from fedkd_core import plots, report, tables
 from fedkd_core.algorithms import algorithm_config
 from fedkd_core.chapters import fedgmkd as chapter
 from fedkd_core.chapters import notebook_params, reuse_message
+from fedkd_core.cpuinfo import machine_text
 from fedkd_core.federation import build_federated_data
 from fedkd_core.results import run_grid
 
@@ -295,11 +296,11 @@ if len(ours):
     ratios = chapter.time_ratios(chapter.table1_rows(ours, params.alpha))
     several_machines = ratios.groupby("profile").machine.nunique() > 1
     for (profile, machine, count), group in ratios.groupby(["profile", "machine", "clients"]):
-        label = f"{profile}, {count} clients" + (f", {machine}" if several_machines[profile] else "")
+        label = f"{profile}, {count} clients" + (f", {machine_text(machine)}" if several_machines[profile] else "")
         cost = cost.merge(group[["method", "seconds_per_client_round", "ratio"]].rename(
             columns={"seconds_per_client_round": f"{label}: s", "ratio": f"{label}: ratio"}),
             on="method", how="outer")
-machines = sorted({f"{r.environment.get('device_name')} ({r.profile})" for r in records})
+machines = sorted({f"{machine_text(r.environment.get('device_name'))} ({r.profile} profile)" for r in records})
 display(Markdown("Measured on: " + (", ".join(machines) if machines else "nothing yet") + "."))
 tables.show(cost.assign(method=cost.method.map(LABELS)), digits=3)
 
@@ -421,7 +422,7 @@ if len(ours):
     paper_ratio = paper_times[(paper_times.dataset == "CIFAR-10") & (paper_times.method == "fedgmkd")].ratio.iloc[0]
     display(Markdown(report.markdown_list([
         f"FedGMKD takes {group.ratio.iloc[0]:.2f}× FedAvg's time per client-round at {count} clients "
-        f"(profile {profile}, on {machine}; paper: {paper_ratio:.2f}×)."
+        f"(profile {profile}, on {machine_text(machine)}; paper: {paper_ratio:.2f}×)."
         for (profile, machine, count), group in ratios[ratios.method == "fedgmkd"].groupby(["profile", "machine", "clients"])])))
 
 

@@ -77,8 +77,8 @@ def reuse_message(params, differences: list[str], reference: str = "reduced") ->
     profile (those run their whole grid anyway)."""
     if not differences or params.profile in (reference, "paper"):
         return ""
-    return (f"This profile differs from the {reference} profile's method in {', '.join(differences)}: "
-            f"every cell of its grid ran; no {reference}-profile record stands for one of them.")
+    return (f"Every cell ran here: these settings differ from the committed {reference} runs "
+            f"in {', '.join(differences)}, so those runs are not shown in their place.")
 
 
 def uncovered(configs: list, records: list, cell_of) -> list:
