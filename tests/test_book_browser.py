@@ -89,6 +89,8 @@ def smoke_book(tmp_path_factory) -> Path:
         subprocess.run([sys.executable, str(ROOT / "tools" / "hide_parameter_cells.py"), str(target)], check=True)
     subprocess.run([sys.executable, "-m", "fedkd_core.glance", str(source / "_generated" / "glance.md")],
                    check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "fedkd_core.performance", str(source / "_generated" / "performance.md")],
+                   check=True, capture_output=True)
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     build = subprocess.run([str(jupyter_book), "build", str(source)], capture_output=True, text=True, timeout=600,
                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
