@@ -160,7 +160,8 @@ LABELS = {key: method.label for key, method in chapter.METHODS.items()}
 
 # %% tags=["hide-input"]
 identity = chapter.prototype_identity(params)
-tables.show(identity, digits=6)
+tiny = ["‖Eq. 5 − class mean‖", "‖code prototype‖"]
+tables.show(identity.assign(**{column: identity[column].map(tables.scientific) for column in tiny}), digits=3)
 display(Markdown(
     f"Largest ‖Eq. 5 − class mean‖ over the classes: **{identity['‖Eq. 5 − class mean‖'].max():.2g}** "
     f"(class means have norms {identity['‖class mean‖'].min():.2f}–{identity['‖class mean‖'].max():.2f}); "
