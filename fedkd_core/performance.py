@@ -97,6 +97,10 @@ def beside_now(note: str = "") -> dict:
 def command_line(argv: list[str] | None = None) -> str:
     """The command that ran, as a reader would type it from the repository root."""
     argv = list(sys.argv if argv is None else argv)
+    for flag in ("--beside",):  # its words are shown as "beside it", not in the command
+        while flag in argv[:-1]:
+            at = argv.index(flag)
+            del argv[at:at + 2]
     script = Path(argv[0])
     try:
         script = script.resolve().relative_to(ROOT)
@@ -118,7 +122,8 @@ def save_result(benchmark: str, title: str, rows: list[dict], *, started: dict, 
     import torch
 
     where = machine()
-    columns = list(dict.fromkeys(key for row in rows for key in row))
+    columns = [key for key in dict.fromkeys(key for row in rows for key in row)  # a column with no value is left out
+               if any(row.get(key) is not None for row in rows)]
     result = {"benchmark": benchmark, "title": title, "command": command or command_line(),
               "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "machine": where, "torch": torch.__version__, "threads": torch.get_num_threads(),

@@ -36,8 +36,13 @@ def test_a_result_names_its_machine_date_command_and_what_ran_beside(tmp_path, f
     assert "**AMD EPYC Zen 4, 2 cores**" in page and f"`{ZEN4['cpu']}`" in page and stored["date"] in page
     assert "`python benchmarks/local_training.py --samples 1024`" in page
     assert "the test suite" in page and "python -m fedkd_core.sweep (nice 10) 95% of a core" in page
-    assert "| knfu_m1 | 2,832 | 1.42 | — | — |" in page
+    assert "| knfu_m1 | 2,832 | 1.42 | — |" in page and "missing" not in page  # a column with no value is left out
     assert not re.search(r"\bnan\b|\bNone\b", page, flags=re.I)
+
+
+def test_the_recorded_command_is_what_a_reader_types_without_the_beside_words():
+    argv = ["benchmarks/local_training.py", "--samples", "1024", "--beside", "a sweep, 2 workers"]
+    assert performance.command_line(argv) == "python benchmarks/local_training.py --samples 1024"
 
 
 def test_a_result_file_without_a_field_the_page_needs_is_named(tmp_path):
