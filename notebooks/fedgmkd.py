@@ -400,8 +400,12 @@ if len(shift):
 if len(ours):
     traffic = ours.groupby(["method", "clients"], as_index=False)[["upload_mb", "download_mb"]].mean()
     fedavg_up = traffic[traffic.method == "fedavg"].set_index("clients").upload_mb
-    traffic["upload vs FedAvg"] = [f"{u / fedavg_up.get(c, np.nan):.3f}x" for u, c in zip(traffic.upload_mb, traffic.clients)]
-    tables.show(traffic.assign(method=traffic.method.map(LABELS)), digits=4)
+    traffic["upload vs FedAvg"] = [f"{u / fedavg_up[c]:.3f}×" if c in fedavg_up.index else "—"
+                                   for u, c in zip(traffic.upload_mb, traffic.clients)]
+    tables.show(pd.DataFrame({"method": traffic.method.map(LABELS), "clients": traffic.clients,
+                              "upload (kB per client-round)": 1000 * traffic.upload_mb,
+                              "download (kB per client-round)": 1000 * traffic.download_mb,
+                              "upload vs FedAvg": traffic["upload vs FedAvg"]}), digits=1)
 
 # %% [markdown]
 # ## The claims, cell by cell

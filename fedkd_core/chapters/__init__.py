@@ -77,8 +77,8 @@ def reuse_message(params, differences: list[str], reference: str = "reduced") ->
     profile (those run their whole grid anyway)."""
     if not differences or params.profile in (reference, "paper"):
         return ""
-    return (f"Every cell ran here: these settings differ from the committed {reference} runs "
-            f"in {', '.join(differences)}, so those runs are not shown in their place.")
+    return (f"Every run of this profile ran here: its settings ({', '.join(differences)}) differ from the "
+            f"committed {reference} runs, so none of those is reused for it.")
 
 
 def uncovered(configs: list, records: list, cell_of) -> list:
