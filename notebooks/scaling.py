@@ -94,7 +94,7 @@ measured = scaling.measure(params)
 machine = measured["machine"]
 display(Markdown(f"Measured on **{machine_text(machine['cpu'], machine['cores'])}**, {machine['measured']}; "
                  f"profile `{measured['profile']}`, {params.rounds} rounds, {params.samples_per_client} images per client."))
-scaling.table(measured).round(2)
+tables.show(scaling.table(measured), digits=2)
 
 
 # %% [markdown]
