@@ -28,6 +28,29 @@ PHASE = re.compile(r"^(== .* in \d+ s|=+ .*\b(passed|failed)\b.* in [\d.]+s.*=+)
 TITLES = {"make_test": "The test suite (`make test`)", "make_book": "The book's build (`make book`)"}
 
 
+# The command's processes set their own threads (make: OMP_NUM_THREADS=1 per process), not this one's.
+THREADS = "threads as the command sets them"
+
+
+def beside_note(words: str, samples: list[dict]) -> str:
+    """What ran beside the command: ``words``, then the minute-by-minute load average and the
+    busiest other processes (:func:`fedkd_core.performance.beside_now` samples)."""
+    parts = [words.strip().rstrip(".")] if words.strip() else []
+    loads = [sample["load_average"][0] for sample in samples]
+    if loads:
+        parts.append(f"load average (1 min) sampled every minute: mean {sum(loads) / len(loads):.1f}, max {max(loads):.1f}")
+    busiest = {}
+    for sample in samples:
+        for process in sample["busy"]:
+            key = f"{process['name']} (nice {process['nice']})"
+            busiest[key] = max(busiest.get(key, 0), process["cpu_percent"])
+    if busiest:
+        parts.append("busiest other processes during the run: " + ", ".join(
+            f"{name} up to {percent}% of a core"
+            for name, percent in sorted(busiest.items(), key=lambda kv: -kv[1])[:6]))
+    return "; ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--" not in argv:
@@ -63,23 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     minutes, rest = divmod(round(seconds), 60)
     print(f"{' '.join(command)}: {minutes} min {rest} s, exit status {status}")
     if not args.no_save:
-        loads = [s["load_average"][0] for s in samples]
-        extra_note = (f" Load average (1 min) sampled every minute: mean {sum(loads) / len(loads):.1f}, "
-                      f"max {max(loads):.1f}." if loads else "")
-        busiest = {}
-        for s in samples:
-            for p in s["busy"]:
-                key = f"{p['name']} (nice {p['nice']})"
-                busiest[key] = max(busiest.get(key, 0), p["cpu_percent"])
-        if busiest:
-            extra_note += " Busiest other processes during the run: " + ", ".join(
-                f"{name} up to {percent}% of a core" for name, percent in sorted(busiest.items(), key=lambda kv: -kv[1])[:6]) + "."
         rows = [{"command": " ".join(command), "wall time": f"{minutes} min {rest} s", "seconds": round(seconds),
                  "exit status": status, "phases": "; ".join(phases) or "—"}]
         performance.save_result(args.name, TITLES.get(args.name, f"`{' '.join(command)}`"), rows, started=started,
-                                beside_note=(args.beside + extra_note).strip(),
+                                beside_note=beside_note(args.beside, samples),
                                 command=performance.command_line([sys.argv[0], *argv]),
-                                extra={"order": 0, "samples": samples})
+                                extra={"order": 0, "samples": samples, "threads": THREADS})
     return status
 
 

@@ -194,8 +194,8 @@ def result_markdown(result: dict) -> str:
     plain = machine_text(where["cpu"], where.get("cores"))
     gpu = f", GPU {where['gpu']}" if where.get("gpu") else ""
     threads = result["threads"]
-    lines = [f"**{plain}**{gpu}, {result['date']}: `{where['cpu']}`, torch {result['torch']}, "
-             f"{threads} torch thread{'s' * (threads != 1)}.",
+    threads = f"{threads} torch thread{'s' * (threads != 1)}" if isinstance(threads, int) else str(threads)
+    lines = [f"**{plain}**{gpu}, {result['date']}: `{where['cpu']}`, torch {result['torch']}, {threads}.",
              "",
              f"Command: `{result['command']}`. Beside it: {beside_text(result['beside'])}.",
              ""]
