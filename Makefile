@@ -2,7 +2,8 @@
 #   make book   set up .venv, prepare data, execute every chapter (quick profile), render the book
 #   make test   set up .venv, prepare data, run the whole test suite (unit, end-to-end, nbval)
 # Other targets: make chapter CH=knfu [PROFILE=quick|paper], make sweep CH=knfu [WORKERS=2],
-# make notebooks, make benchmark. JOBS (default: the number of cores) processes run chapters and tests.
+# make notebooks, make benchmark (writes benchmarks/results/, which the book's Performance page
+# shows). JOBS (default: the number of cores) processes run chapters and tests.
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -55,6 +56,7 @@ book: data
 	$(MAKE) --no-print-directory -j$(JOBS) $(addprefix chapter-,$(CHAPTERS)) PROFILE=$(PROFILE) || exit 1; \
 	echo "== chapters executed in $$(( $$(date +%s) - start )) s"
 	$(BIN)/python -m fedkd_core.glance book/_generated/glance.md
+	$(BIN)/python -m fedkd_core.performance book/_generated/performance.md
 	$(BIN)/jupyter-book build book/
 	@echo "book: open book/_build/html/index.html"
 
@@ -87,8 +89,10 @@ test: data
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests notebooks --nbval-lax -p no:cacheprovider; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests"; fi; exit $$status
 
+# Writes benchmarks/results/<benchmark>-<machine>.json, which the book's Performance page shows.
 benchmark: data
-	$(BIN)/python benchmarks/local_training.py
+	$(BIN)/python benchmarks/local_training.py --samples 1024
+	$(BIN)/python benchmarks/fedavg_round.py
 
 clean:
 	rm -rf book/_build book/chapters

@@ -11,7 +11,9 @@ concatenated in client order), which becomes a FederatedData from index arrays.
 
 The ceiling is measured here and now: the best of a 1024x1024 matmul and the model's largest
 convolution (forward), in GFLOP/s on the same number of threads. Not a test: numbers depend on
-the machine, so the CPU model is printed with them.
+the machine, so the CPU model is printed with them, and written with them to
+benchmarks/results/fedavg_round-<machine>.json for the book's Performance page (``--no-save``
+only prints).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from fedkd_core import performance
 from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
 from fedkd_core.data import DATASETS, ImageDataset, load_dataset
 from fedkd_core.experiment import _run_round
@@ -35,7 +38,7 @@ from fedkd_core.results import device_name
 from fedkd_core.training import TrainConfig
 
 TRAIN = TrainConfig(epochs=1, batch_size=10, lr=0.005, momentum=0.0, mixed_precision=False)
-DATA = DataConfig("mnist", num_clients=20, partition="dirichlet", alpha=0.1, local_test_size=0)
+DATA = DataConfig("mnist", num_clients=20, partition="dirichlet", alpha=0.1, local_test_size=1)  # tests unused: not timed
 
 
 def split_from_file(path: Path) -> FederatedData:
@@ -80,7 +83,10 @@ def main() -> None:
     parser.add_argument("--split", type=Path, default=None, help=".npz with x_train, y_train, client_sizes")
     parser.add_argument("--rounds", type=int, default=2, help="rounds to time (the first includes warm-up)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--beside", default="", help="what else ran on the machine, in words (for the result file)")
+    parser.add_argument("--no-save", action="store_true", help="print only; write no result file")
     args = parser.parse_args()
+    started = performance.beside_now()
     torch.set_num_threads(args.threads)
     device = torch.device("cpu")
 
@@ -97,13 +103,28 @@ def main() -> None:
     ceiling = ceiling_gflops((64, 32, 12, 12), (64, 32, 5, 5))
     print(f"work: {flops / 1e6:.1f} MFLOP per training sample (forward + backward); ceiling here: "
           f"matmul {ceiling['matmul']:.1f}, conv {ceiling['conv']:.1f} GFLOP/s")
+    rows = []
     for round_index in range(1, args.rounds + 1):
         start = time.perf_counter()
         _run_round(fedavg, round_index, list(range(data.num_clients)))
         seconds = time.perf_counter() - start
         achieved = samples * flops / seconds / 1e9
+        share = 100 * achieved / max(ceiling.values())
         print(f"round {round_index}: {seconds:.1f} s, {samples / seconds:.0f} samples/s, {achieved:.1f} GFLOP/s "
-              f"({100 * achieved / max(ceiling.values()):.0f}% of the ceiling)")
+              f"({share:.0f}% of the ceiling)")
+        rows.append({"round": round_index, "seconds": round(seconds, 1), "samples/s": round(samples / seconds),
+                     "GFLOP/s": round(achieved, 1), "% of the ceiling": round(share)})
+    if not args.no_save:
+        split = f"the split in {args.split.name}" if args.split else "our Dir(0.1) split of MNIST (seed 0)"
+        performance.save_result(
+            "fedavg_round", "One FedAvg round (PFLlib's configuration)", rows, started=started,
+            beside_note=args.beside,
+            note=f"FedAvgCNN on {split}: {data.num_clients} clients, all selected, {samples:,} training samples, "
+                 f"batch {TRAIN.batch_size}, SGD lr {TRAIN.lr} without momentum, one local epoch, fp32, "
+                 f"{torch.get_num_threads()} thread(s); evaluation not timed (round 1 includes warm-up). "
+                 f"Work: {flops / 1e6:.1f} MFLOP per training sample (forward + backward). Ceiling measured "
+                 f"alongside: matmul {ceiling['matmul']:.1f}, convolution {ceiling['conv']:.1f} GFLOP/s.",
+            extra={"order": 2, "digits": {"seconds": 1, "GFLOP/s": 1}})
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ by the machine (other CPUs' kernels round differently, and the difference compou
 training). bf16's difference says something about precision only where it exceeds that floor.
 Runs go in-process on this machine's default device, whatever engine made the record (a Flower
 record reruns in-process: the adapter gives the same numbers). Not a test: what it prints depends
-on the machine, which it names.
+on the machine, which it names, and writes with it to benchmarks/results/precision_drift-<machine>.json
+for the book's Performance page (``--no-save`` only prints).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from fedkd_core import performance
 from fedkd_core.experiment import config_from_dict, default_device
 from fedkd_core.precision import bf16_is_native
 from fedkd_core.results import device_name, read_record, record_precision, run_experiment
@@ -69,7 +71,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("records", nargs="+", type=Path, help="stored run records (JSON)")
     parser.add_argument("--limit", type=int, default=None, help="rerun only the first N records (sorted by name)")
     parser.add_argument("--precisions", default="fp32,bf16", help="comma-separated, of fp32 and bf16")
+    parser.add_argument("--beside", default="", help="what else ran on the machine, in words (for the result file)")
+    parser.add_argument("--no-save", action="store_true", help="print only; write no result file")
     args = parser.parse_args(argv)
+    started = performance.beside_now()
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
     unknown = [p for p in precisions if p not in PRECISIONS]
     if unknown or not precisions:
@@ -89,9 +94,30 @@ def main(argv: list[str] | None = None) -> None:
             print(pd.DataFrame(rows[-len(precisions):]).drop(columns=["stored on"]).to_string(index=False), flush=True)
     table = pd.DataFrame(rows)
     print("\n" + table.to_markdown(index=False))
+    summary = []
     for precision in precisions:
         deltas = table.loc[table["rerun in"] == precision, "alma Δ"].abs()
+        summary.append(f"rerun in {precision}: final ALMA moved by {deltas.mean():.2f} points on average, "
+                       f"{deltas.max():.2f} at most, over {len(deltas)} run(s)")
         print(f"{precision}: |Δ ALMA| mean {deltas.mean():.2f}, max {deltas.max():.2f} points over {len(deltas)} run(s)")
+    if not args.no_save:
+        from fedkd_core.cpuinfo import machine_text
+
+        shown = [{"run": f"{row['algorithm']}, {row['dataset']}, α = {row['alpha']}, seed {row['seed']}",
+                  "stored": f"{row['stored in']} on {machine_text(row['stored on'])}", "rerun in": row["rerun in"],
+                  "rerun (s)": row["seconds"], "ALMA stored (%)": row.get("alma stored"),
+                  "ALMA rerun (%)": row.get("alma rerun"), "Δ ALMA (points)": row.get("alma Δ"),
+                  "Δ global accuracy (points)": row.get("global_acc Δ")} for row in rows]
+        performance.save_result(
+            "precision_drift", "Stored runs rerun here, in fp32 and in bf16", shown,
+            started=started, beside_note=args.beside,
+            note="Each stored record's configuration rerun on this machine once per precision (into a temporary "
+                 "folder); the stored and rerun final ALMA and global accuracy in percent, and the difference in "
+                 "points. The rerun in the stored precision is the noise floor (another machine's kernels round "
+                 "differently); bf16 says something about precision only beyond it.",
+            extra={"order": 3, "summary": summary, "records": [str(path) for path in paths],
+                   "digits": {"rerun (s)": 0, "ALMA stored (%)": 2, "ALMA rerun (%)": 2, "Δ ALMA (points)": 2,
+                              "Δ global accuracy (points)": 2}})
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """What /proc/cpuinfo says about this machine's CPU: the first processor's fields and flags.
 
-Read in one place for the two things that need it: the CPU's description in run records
-(:func:`cpu_description`, via :func:`fedkd_core.results.device_name`) and, on torch builds without
-their own probes, whether the CPU has native bf16 (:mod:`fedkd_core.precision`).
+Read in one place for the things that need it: the CPU's description in run records
+(:func:`cpu_description`, via :func:`fedkd_core.results.device_name`), the plain machine name a
+reader sees in the book (:func:`machine_text`), and, on torch builds without their own probes,
+whether the CPU has native bf16 (:mod:`fedkd_core.precision`).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -50,3 +52,31 @@ def cpu_description(text: str) -> str:
     details = [f"family {fields['cpu family']} model {fields['model']}"] if "cpu family" in fields and "model" in fields else []
     details += [label for flag, label in VECTOR_EXTENSIONS if flag in flags][:1]
     return f"{model_name} ({', '.join(details)})" if details else model_name
+
+
+# Server CPU generations by (vendor word in the model name, family, model), for machine_text: the
+# generation is what a reader can look up, where "family 25 model 17" is not.
+GENERATIONS = {("AMD", 23, 1): "Zen", ("AMD", 23, 49): "Zen 2", ("AMD", 25, 1): "Zen 3",
+               ("AMD", 25, 17): "Zen 4", ("AMD", 26, 2): "Zen 5",
+               ("Intel", 6, 85): "Skylake/Cascade Lake", ("Intel", 6, 106): "Ice Lake",
+               ("Intel", 6, 143): "Sapphire Rapids", ("Intel", 6, 207): "Emerald Rapids"}
+
+DESCRIPTION = re.compile(r"^(?P<name>.*?)\s*\((?:family (?P<family>\d+) model (?P<model>\d+))?[^()]*\)\s*$")
+
+
+def machine_text(description: str | None, cores: int | None = None) -> str:
+    """A machine as a reader needs it, from a record's ``device_name`` (:func:`cpu_description`):
+    "AMD EPYC (family 25 model 17, AVX512-BF16)" -> "AMD EPYC Zen 4", with ", 2 cores" when
+    ``cores`` is given; a GPU's name as it is. The family, model and vector extension stay in the
+    records (and in the Performance page's result files) for whoever needs them."""
+    text = (description or "").strip()
+    match = DESCRIPTION.match(text)
+    if match:
+        text = match["name"]
+        if match["family"]:
+            vendor = next((word for word in ("AMD", "Intel") if word in text), "")
+            generation = GENERATIONS.get((vendor, int(match["family"]), int(match["model"])))
+            if generation and generation not in text:
+                text = f"{text} {generation}"
+    text = text or "unknown machine"
+    return f"{text}, {cores} cores" if cores else text

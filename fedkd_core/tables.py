@@ -49,6 +49,14 @@ def cell_text(value, digits: int = 1) -> str:
     return str(value)
 
 
+def scientific(value, significant: int = 2) -> str:
+    """A magnitude that may be tiny (a norm that is zero up to rounding, a jitter): "0" when
+    exactly zero, "2.4e-07" otherwise, where fixed decimals would print a row of "0.000000"."""
+    if missing(value):
+        return DASH
+    return "0" if float(value) == 0.0 else f"{float(value):.{significant - 1}e}"
+
+
 def mean_spread(mean, std, digits: int = 1) -> str:
     """"55.75 ± 0.40"; "55.75 (no spread)" where there is no spread (the paper gives none, or a
     single run); "—" without a mean."""

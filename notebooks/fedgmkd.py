@@ -66,6 +66,7 @@ from fedkd_core import plots, report, tables
 from fedkd_core.algorithms import algorithm_config
 from fedkd_core.chapters import fedgmkd as chapter
 from fedkd_core.chapters import notebook_params, reuse_message
+from fedkd_core.cpuinfo import machine_text
 from fedkd_core.federation import build_federated_data
 from fedkd_core.results import run_grid
 
@@ -159,7 +160,8 @@ LABELS = {key: method.label for key, method in chapter.METHODS.items()}
 
 # %% tags=["hide-input"]
 identity = chapter.prototype_identity(params)
-tables.show(identity, digits=6)
+tiny = ["‖Eq. 5 − class mean‖", "‖code prototype‖"]
+tables.show(identity.assign(**{column: identity[column].map(tables.scientific) for column in tiny}), digits=3)
 display(Markdown(
     f"Largest ‖Eq. 5 − class mean‖ over the classes: **{identity['‖Eq. 5 − class mean‖'].max():.2g}** "
     f"(class means have norms {identity['‖class mean‖'].min():.2f}–{identity['‖class mean‖'].max():.2f}); "
@@ -295,11 +297,11 @@ if len(ours):
     ratios = chapter.time_ratios(chapter.table1_rows(ours, params.alpha))
     several_machines = ratios.groupby("profile").machine.nunique() > 1
     for (profile, machine, count), group in ratios.groupby(["profile", "machine", "clients"]):
-        label = f"{profile}, {count} clients" + (f", {machine}" if several_machines[profile] else "")
+        label = f"{profile}, {count} clients" + (f", {machine_text(machine)}" if several_machines[profile] else "")
         cost = cost.merge(group[["method", "seconds_per_client_round", "ratio"]].rename(
             columns={"seconds_per_client_round": f"{label}: s", "ratio": f"{label}: ratio"}),
             on="method", how="outer")
-machines = sorted({f"{r.environment.get('device_name')} ({r.profile})" for r in records})
+machines = sorted({f"{machine_text(r.environment.get('device_name'))} ({r.profile} profile)" for r in records})
 display(Markdown("Measured on: " + (", ".join(machines) if machines else "nothing yet") + "."))
 tables.show(cost.assign(method=cost.method.map(LABELS)), digits=3)
 
@@ -398,8 +400,12 @@ if len(shift):
 if len(ours):
     traffic = ours.groupby(["method", "clients"], as_index=False)[["upload_mb", "download_mb"]].mean()
     fedavg_up = traffic[traffic.method == "fedavg"].set_index("clients").upload_mb
-    traffic["upload vs FedAvg"] = [f"{u / fedavg_up.get(c, np.nan):.3f}x" for u, c in zip(traffic.upload_mb, traffic.clients)]
-    tables.show(traffic.assign(method=traffic.method.map(LABELS)), digits=4)
+    traffic["upload vs FedAvg"] = [f"{u / fedavg_up[c]:.3f}×" if c in fedavg_up.index else "—"
+                                   for u, c in zip(traffic.upload_mb, traffic.clients)]
+    tables.show(pd.DataFrame({"method": traffic.method.map(LABELS), "clients": traffic.clients,
+                              "upload (kB per client-round)": 1000 * traffic.upload_mb,
+                              "download (kB per client-round)": 1000 * traffic.download_mb,
+                              "upload vs FedAvg": traffic["upload vs FedAvg"]}), digits=1)
 
 # %% [markdown]
 # ## The claims, cell by cell
@@ -421,7 +427,7 @@ if len(ours):
     paper_ratio = paper_times[(paper_times.dataset == "CIFAR-10") & (paper_times.method == "fedgmkd")].ratio.iloc[0]
     display(Markdown(report.markdown_list([
         f"FedGMKD takes {group.ratio.iloc[0]:.2f}× FedAvg's time per client-round at {count} clients "
-        f"(profile {profile}, on {machine}; paper: {paper_ratio:.2f}×)."
+        f"(profile {profile}, on {machine_text(machine)}; paper: {paper_ratio:.2f}×)."
         for (profile, machine, count), group in ratios[ratios.method == "fedgmkd"].groupby(["profile", "machine", "clients"])])))
 
 

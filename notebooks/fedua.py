@@ -368,7 +368,8 @@ if maps:
         "regularised its covariances (an open choice the robustness grid varies)."))
     display(Markdown("The GDA jitter in each of these clients' covariances as the server used them "
                      "(client's plus the server's after the float32 upload; × the mean feature variance):"))
-    tables.show(pd.DataFrame([record.final["gda_jitter"]], columns=[f"client {t}" for t in teachers]), digits=6)
+    tables.show(pd.DataFrame([[tables.scientific(j) for j in record.final["gda_jitter"]]],
+                             columns=[f"client {t}" for t in teachers]))
 
 # %% [markdown]
 # ## Bytes per round

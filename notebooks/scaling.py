@@ -75,6 +75,7 @@ from IPython.display import Markdown, display
 
 from fedkd_core import plots, report, tables
 from fedkd_core.chapters import notebook_params, scaling
+from fedkd_core.cpuinfo import machine_text
 
 params = notebook_params(scaling.Params, globals())
 plots.use_book_style()
@@ -91,9 +92,9 @@ tables.show(report.parameters_table(params))
 # %% tags=["hide-input", "remove-stderr"]
 measured = scaling.measure(params)
 machine = measured["machine"]
-display(Markdown(f"Measured on **{machine['cpu']}**, {machine['cores']} cores, {machine['measured']}; "
+display(Markdown(f"Measured on **{machine_text(machine['cpu'], machine['cores'])}**, {machine['measured']}; "
                  f"profile `{measured['profile']}`, {params.rounds} rounds, {params.samples_per_client} images per client."))
-scaling.table(measured).round(2)
+tables.show(scaling.table(measured), digits=2)
 
 
 # %% [markdown]
@@ -109,7 +110,7 @@ def plot_rounds(measurement: dict):
     fig, ax = plt.subplots(figsize=(7, 3.2))
     sns.barplot(frame, x="clients", y="later_round_s", hue="engine", ax=ax)
     ax.set_ylabel("seconds per round (steady state)")
-    ax.set_title(f"{measurement['machine']['cpu']}, {measurement['machine']['cores']} cores")
+    ax.set_title(machine_text(measurement['machine']['cpu'], measurement['machine']['cores']))
     plt.show()
 
 
@@ -135,7 +136,7 @@ if not saved:
     display(Markdown("No committed measurement yet (`results/scaling/` is empty)."))
 for measurement in saved:
     machine = measurement["machine"]
-    display(Markdown(f"### {machine['cpu']}, {machine['cores']} cores ({machine['measured']}, profile `{measurement['profile']}`)"))
+    display(Markdown(f"### {machine_text(machine['cpu'], machine['cores'])} ({machine['measured']}, profile `{measurement['profile']}`)"))
     tables.show(scaling.table(measurement), digits=2)
     plot_rounds(measurement)
     display(Markdown(summary(measurement)))

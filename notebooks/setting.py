@@ -33,9 +33,10 @@
 # | **Metrics** | ALMA: mean over clients of each client's accuracy on its *local* test set (drawn from the test split with the client's class proportions); global accuracy on the test split |
 # | **Rerun** | `papermill notebooks/setting.ipynb out.ipynb -f notebooks/params/quick/setting.yaml -p alphas "0.1,1.0"` |
 #
-# The parameters below are the **smoke profile** (seconds, for CI). `make book` injects the quick
-# profile (`notebooks/params/quick/setting.yaml`); `notebooks/params/paper/setting.yaml` holds
-# the full-scale settings.
+# The table below gives the parameters this page was executed with, and names their profile: the
+# notebook's own defaults are the seconds-long **smoke** profile (CI); `make book` injects the quick
+# profile (`notebooks/params/quick/setting.yaml`); `notebooks/params/paper/setting.yaml` holds the
+# full-scale settings.
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"

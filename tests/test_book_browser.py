@@ -89,6 +89,8 @@ def smoke_book(tmp_path_factory) -> Path:
         subprocess.run([sys.executable, str(ROOT / "tools" / "hide_parameter_cells.py"), str(target)], check=True)
     subprocess.run([sys.executable, "-m", "fedkd_core.glance", str(source / "_generated" / "glance.md")],
                    check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "fedkd_core.performance", str(source / "_generated" / "performance.md")],
+                   check=True, capture_output=True)
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     build = subprocess.run([str(jupyter_book), "build", str(source)], capture_output=True, text=True, timeout=600,
                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -160,3 +162,25 @@ def test_chapters_hide_plumbing_and_show_parameters_as_a_table(smoke_book):
         assert "notebook_params(" not in html, f"{page.name}: the imports cell is shown"
         assert "tag_hide-input" in html, f"{page.name}: no code cell is collapsed behind a toggle"
         assert "profile: smoke" in html, f"{page.name}: no parameters table"
+
+
+def test_readers_see_plain_machine_names_and_no_internal_wording(smoke_book):
+    """CPU family/model strings stay in the records and on the Performance page (timings, where
+    they matter); every other page names a machine plainly ("AMD EPYC Zen 4, 2 cores")."""
+    from bs4 import BeautifulSoup
+
+    from fedkd_core import performance
+    from fedkd_core.cpuinfo import machine_text
+
+    texts = {}
+    for page in pages(smoke_book):
+        article = BeautifulSoup(page.read_text(), "html.parser").find("article")
+        texts[page.stem] = " ".join(article.get_text(" ").split())
+    for name, text in texts.items():
+        if name != "performance":
+            assert not re.search(r"family \d+ model \d+", text), f"{name}: a raw CPU description"
+        for internal in ("stands for one of them", "NBVAL_CHECK_OUTPUT", "read this in the built book"):
+            assert internal not in text, f"{name}: internal wording {internal!r}"
+    for result in performance.load_results():
+        assert machine_text(result["machine"]["cpu"], result["machine"]["cores"]) in texts["performance"]
+        assert result["date"] in texts["performance"]

@@ -22,7 +22,10 @@ def test_every_paper_is_cited_with_a_doi_or_arxiv_link_and_its_claim_in_its_own_
 
 
 def test_machine_names_drop_the_cpu_details():
-    assert card.machine_text("AMD EPYC (family 25 model 17, AVX512-BF16)") == "AMD EPYC"
+    assert card.machine_text("AMD EPYC (family 25 model 17, AVX512-BF16)") == "AMD EPYC Zen 4"
+    assert card.machine_text("AMD EPYC (family 23 model 1, AVX2)", cores=2) == "AMD EPYC Zen, 2 cores"
+    assert card.machine_text("Some CPU (family 1 model 2, NEON)") == "Some CPU"
+    assert card.machine_text("AMD EPYC") == "AMD EPYC"
     assert card.machine_text("NVIDIA H100 80GB HBM3") == "NVIDIA H100 80GB HBM3"
     assert card.machine_text(None) == "unknown machine"
 

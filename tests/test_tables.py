@@ -56,3 +56,8 @@ def test_one_table_per_profile():
     both = pd.concat([comparison("paper"), comparison("reduced")], ignore_index=True)
     text = tables.paper_layout(both, ["method"], ["alpha"], "method", baseline="FedAvg")
     assert text.count("<table") == 2 and "profile <b>paper</b>" in text and "profile <b>reduced</b>" in text
+
+
+def test_tiny_magnitudes_read_as_zero_or_scientific_not_a_row_of_zeros():
+    assert tables.scientific(0.0) == "0" and tables.scientific(np.float32(2.4e-7)) == "2.4e-07"
+    assert tables.scientific(0.6059) == "6.1e-01" and tables.scientific(np.nan) == "—"

@@ -78,8 +78,8 @@ def reuse_message(params, differences: list[str], reference: str = "reduced") ->
     profile (those run their whole grid anyway)."""
     if not differences or params.profile in (reference, "paper"):
         return ""
-    return (f"This profile differs from the {reference} profile's method in {', '.join(differences)}: "
-            f"every cell of its grid ran; no {reference}-profile record stands for one of them.")
+    return (f"Every run of this profile ran here: its settings ({', '.join(differences)}) differ from the "
+            f"committed {reference} runs, so none of those is reused for it.")
 
 
 def uncovered(configs: list, records: list, cell_of) -> list:

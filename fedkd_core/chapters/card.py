@@ -7,12 +7,13 @@ the committed records' ``timings.total_seconds`` and ``environment.device_name``
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
 import pandas as pd
+
+from ..cpuinfo import machine_text
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = ROOT / "notebooks" / "params"
@@ -76,12 +77,6 @@ def show_citation(chapter: str) -> None:
 
 
 # --- measured time per profile ---------------------------------------------------------------------
-
-def machine_text(device_name: str | None) -> str:
-    """A machine as a reader needs it: "AMD EPYC (family 25 model 17, AVX512-BF16)" -> "AMD EPYC";
-    the CPU's family, model and instruction sets stay in the records."""
-    return re.sub(r"\s*\(.*\)\s*$", "", device_name or "unknown machine") or "unknown machine"
-
 
 def profile_files(chapter: str, root: Path = PARAMS) -> dict[str, list[Path]]:
     """The yamls of each profile that has one for ``chapter``: ``<chapter>.yaml`` and its

@@ -27,6 +27,8 @@ from types import ModuleType
 
 import pandas as pd
 
+from ..cpuinfo import machine_text
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -248,7 +250,7 @@ def machine_notes(records: dict[str, list]) -> list[str]:
     for name, variant_runs in records.items():
         machines = machines_of(variant_runs)
         if len(machines) > 1:
-            notes.append(f"{name}: " + ", ".join(f"{count} runs on {machine}" for machine, count in machines.most_common()))
+            notes.append(f"{name}: " + ", ".join(f"{count} runs on {machine_text(machine)}" for machine, count in machines.most_common()))
     return notes
 
 

@@ -1,0 +1,74 @@
+"""The book's Performance page: every figure on it comes from a benchmark script's result file,
+with the machine, the date and what ran beside it; nothing is typed into the page."""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from fedkd_core import performance
+
+ROOT = Path(__file__).resolve().parents[1]
+ZEN4 = {"cpu": "AMD EPYC (family 25 model 17, AVX512-BF16)", "cores": 2, "gpu": None}
+
+
+@pytest.fixture
+def fixed_machine(monkeypatch):
+    monkeypatch.setattr(performance, "machine", lambda: dict(ZEN4))
+    monkeypatch.setattr(performance, "busy_processes",
+                        lambda: [{"name": "python -m fedkd_core.sweep", "nice": 10, "cpu_percent": 95}])
+
+
+def test_a_result_names_its_machine_date_command_and_what_ran_beside(tmp_path, fixed_machine):
+    started = performance.beside_now()
+    path = performance.save_result(
+        "local_training", "Local training speed", [{"model": "knfu_m1", "fp32 samples/s": 2832, "bf16 / fp32": 1.4178,
+                                                    "missing": None, "broken": math.nan}],
+        started=started, beside_note="the test suite", note="What the figures mean.",
+        command="python benchmarks/local_training.py --samples 1024", root=tmp_path)
+    assert path.name == "local_training-amd-epyc-zen-4-2cores.json"
+    stored = json.loads(path.read_text())
+    assert stored["machine"]["cpu"] == ZEN4["cpu"] and stored["threads"] >= 1 and stored["torch"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", stored["date"])
+    page = performance.render(performance.load_results(tmp_path))
+    assert "**AMD EPYC Zen 4, 2 cores**" in page and f"`{ZEN4['cpu']}`" in page and stored["date"] in page
+    assert "`python benchmarks/local_training.py --samples 1024`" in page
+    assert "the test suite" in page and "python -m fedkd_core.sweep (nice 10) 95% of a core" in page
+    assert "| knfu_m1 | 2,832 | 1.42 | — |" in page and "missing" not in page  # a column with no value is left out
+    assert not re.search(r"\bnan\b|\bNone\b", page, flags=re.I)
+
+
+def test_the_recorded_command_is_what_a_reader_types_without_the_beside_words():
+    argv = ["benchmarks/local_training.py", "--samples", "1024", "--beside", "a sweep, 2 workers"]
+    assert performance.command_line(argv) == "python benchmarks/local_training.py --samples 1024"
+
+
+def test_a_result_file_without_a_field_the_page_needs_is_named(tmp_path):
+    (tmp_path / "x.json").write_text(json.dumps({"benchmark": "x", "rows": []}))
+    with pytest.raises(ValueError, match=r"x\.json: benchmark result without title, command, date, machine"):
+        performance.load_results(tmp_path)
+
+
+def test_no_results_says_so():
+    assert "No benchmark result" in performance.render([])
+
+
+def test_every_committed_figure_reaches_the_page_with_its_machine_and_date():
+    results = performance.load_results()
+    assert results, "benchmarks/results/ holds no result file: run make benchmark and commit it"
+    page = performance.render(results)
+    for result in results:
+        assert result["date"] in page and result["machine"]["cpu"] in page and result["command"] in page
+        digits = result.get("digits", {})
+        for row in result["rows"]:
+            for column, value in zip(result["columns"], row):
+                assert performance.number_text(value, digits.get(column)) in page
+
+
+def test_the_performance_page_itself_types_no_figure():
+    text = (ROOT / "book" / "performance.md").read_text()
+    assert "{include} _generated/performance.md" in text
+    typed = re.findall(r"\b\d[\d,.]*\s*(?:s|ms|min|samples/s|GFLOP/s|%|x|×)(?=[\s,;.)])", text)
+    assert not typed, f"figures on the Performance page must come from benchmarks/results/: {typed}"
