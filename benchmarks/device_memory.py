@@ -33,11 +33,8 @@ SLICE = 16  # images per client while measuring (per-client memory does not grow
 def small(config, clients: int):
     """``config`` on a slice of the data: ``clients`` clients of about ``SLICE`` images each."""
     data = config.data
-    if data.samples_per_client:
-        data = replace(data, samples_per_client=SLICE)
-    else:
-        data = replace(data, pool_size=SLICE * clients)
-    return replace(config, data=replace(data, num_clients=clients, local_test_size=min(data.local_test_size, 8)),
+    size = {"samples_per_client": SLICE} if data.samples_per_client else {"pool_size": SLICE * clients}
+    return replace(config, data=replace(data, num_clients=clients, local_test_size=min(data.local_test_size, 8), **size),
                    global_test_size=8)
 
 

@@ -90,6 +90,7 @@ class TransferDistillation(Algorithm):
 
     Config = TransferKDConfig
     CLIENT_STATE = ("models", "optimizers")
+    NEEDS = frozenset({"transfer_set"})  # the shared labelled set D^t the soft labels are computed on
 
     def __init__(self, config, ctx):
         super().__init__(config, ctx)
