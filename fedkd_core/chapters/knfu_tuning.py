@@ -47,8 +47,9 @@ def tuning_records(root=None) -> list:
 
 
 def tuning_table(records) -> pd.DataFrame:
-    """One row per method and schedule: mean validation ALMA (%) at the last round over the tuning
-    cells, per cell, the number of cells, and the gain over the default schedule (points)."""
+    """One row per method and schedule: validation ALMA (%) at the last round per tuning cell, its mean
+    over the cells every schedule of the method has run (``cells``), and the gain over the default
+    schedule (points)."""
     rows = [{"method": METHODS[r.config["algorithm"]], "algorithm": r.config["algorithm"],
              "schedule": schedule_of(r), "alpha": float(r.config["data"]["alpha"]),
              "alma": 100 * r.final["alma"]} for r in records]
@@ -57,8 +58,12 @@ def tuning_table(records) -> pd.DataFrame:
                                      "vs default (points)"])
     frame = pd.DataFrame(rows)
     wide = frame.pivot_table(index=["method", "algorithm", "schedule"], columns="alpha", values="alma")
+    # the mean is over the cells where every schedule of the method has run, so schedules are compared
+    # on the same cells while a sweep is under way (a cell's own column shows what has run)
+    complete = wide.notna().groupby(level="algorithm").transform("all")
     wide.columns = [f"α = {alpha:g}" for alpha in wide.columns]
-    table = wide.assign(cells=wide.notna().sum(axis=1), **{"validation ALMA (%)": wide.mean(axis=1)}).reset_index()
+    shared = wide.where(complete.to_numpy())
+    table = wide.assign(cells=shared.notna().sum(axis=1), **{"validation ALMA (%)": shared.mean(axis=1)}).reset_index()
     default = table[table.schedule == DEFAULT].set_index("algorithm")["validation ALMA (%)"]
     table["vs default (points)"] = table["validation ALMA (%)"] - table.algorithm.map(default)
     return table.sort_values(["method", "validation ALMA (%)"], ascending=[True, False], ignore_index=True)
