@@ -18,9 +18,6 @@ and gradients come on top.
 
 from __future__ import annotations
 
-import json
-import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -46,47 +43,51 @@ def representatives(configs) -> dict:
     return chosen
 
 
-def measure(chapter: str) -> dict:
+def measure(chapter: str) -> list[dict]:
+    """One row per representative run of ``chapter``'s paper profile."""
     from fedkd_core.data import load_dataset
     from fedkd_core.memory import bytes_at_server_step, resident_dataset_bytes
     from fedkd_core.sweep import load_grid
 
     _, configs = load_grid(chapter, PAPER / f"{chapter}.yaml")
-    runs = []
+    rows = []
     for (algorithm, model, dataset, clients), config in representatives(configs).items():
-        began = time.perf_counter()
         two, four = (bytes_at_server_step(small(config, n), n, rounds=2) for n in (2, 4))
         per_client = max(0, (four["server_step"] - two["server_step"]) / 2)
         dataset_bytes = resident_dataset_bytes(load_dataset(dataset))
         need = dataset_bytes + two["server_step"] + per_client * (clients - 2)
-        runs.append({"algorithm": algorithm, "model": model, "dataset": dataset, "clients": clients,
-                     "model_bytes": two["model"], "per_client_bytes": per_client, "dataset_bytes": dataset_bytes,
-                     "need_bytes": need, "seconds": round(time.perf_counter() - began, 1)})
+        rows.append({"method": algorithm, "model": model, "dataset": dataset, "clients": clients,
+                     "model (MiB)": round(two["model"] / 2**20, 2), "per client (MiB)": round(per_client / 2**20, 2),
+                     "dataset (GiB)": round(dataset_bytes / 2**30, 2), "needs (GiB)": round(need / 2**30, 2)})
         print(f"  {chapter} {algorithm:14s} {model:18s} {dataset:13s} {clients:3d} clients: "
               f"{need / 2**30:6.2f} GiB ({per_client / 2**20:6.1f} MiB per client)", flush=True)
-    return {"chapter": chapter, "runs": runs, "need_bytes": max(r["need_bytes"] for r in runs)}
+    return rows
 
 
-def main(chapters: list[str]) -> None:
-    import platform
+def main() -> None:
+    import argparse
 
-    import torch
+    from fedkd_core import performance
 
-    from fedkd_core.results import device_name
-
-    out = ROOT / "benchmarks" / "results" / "device_memory.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    previous = json.loads(out.read_text())["profiles"] if out.exists() else {}
-    profiles = dict(previous)
-    for chapter in chapters:
-        profiles[chapter] = measure(chapter)
-        print(f"{chapter} paper profile: at most {profiles[chapter]['need_bytes'] / 2**30:.1f} GiB of device memory")
-    out.write_text(json.dumps({
-        "what": "device bytes a paper profile's runs hold at most, per method (benchmarks/device_memory.py)",
-        "date": time.strftime("%Y-%m-%d"), "cpu": device_name(torch.device("cpu")), "torch": torch.__version__,
-        "python": platform.python_version(), "profiles": profiles}, indent=1) + "\n")
-    print(f"wrote {out.relative_to(ROOT)}")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("chapters", nargs="*", default=list(CHAPTERS))
+    parser.add_argument("--beside", default="", help="what else ran on the machine, in words (for the result file)")
+    args = parser.parse_args()
+    for chapter in args.chapters:
+        started = performance.beside_now()
+        rows = measure(chapter)
+        most = max(row["needs (GiB)"] for row in rows)
+        print(f"{chapter} paper profile: at most {most:.1f} GiB of device memory")
+        performance.save_result(
+            f"device_memory_{chapter}", f"Device memory of the {chapter} paper profile", rows, started=started,
+            beside_note=args.beside, command=f"python benchmarks/device_memory.py {chapter}",
+            note=("Bytes a GPU would hold for each method of the paper profile (its first run per model, dataset "
+                  "and client count): the dataset resident in float32, plus what every client keeps and uploads at "
+                  "the server's step (counted from the objects by `fedkd_core.memory.held_bytes` on 2 and 4 "
+                  "clients and extrapolated), every client's state on the device at once. The CUDA context "
+                  f"(~0.5 GB), allocator slack and one client's activations come on top. At most **{most:.1f} GiB**."),
+            extra={"order": 5})
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or list(CHAPTERS))
+    main()
