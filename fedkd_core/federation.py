@@ -150,13 +150,10 @@ def with_validation_sets(dataset: ImageDataset, config: DataConfig, client_train
     rng = np.random.default_rng([seed, 6])
     kept, held_out = [], []
     for indices in client_train:
-        count = min(max(1, int(round(config.validation_fraction * len(indices)))), len(indices) - 1)
-        count = max(count, 0)
-        chosen = rng.permutation(len(indices))[:count]
-        mask = np.zeros(len(indices), dtype=bool)
-        mask[chosen] = True
-        kept.append(indices[~mask])
-        held_out.append(indices[mask])
+        count = max(0, min(max(1, int(round(config.validation_fraction * len(indices)))), len(indices) - 1))
+        order = rng.permutation(len(indices))
+        held_out.append(np.sort(indices[order[:count]]))
+        kept.append(np.sort(indices[order[count:]]))
     return FederatedData(dataset=dataset, config=config, client_train=kept, client_test=held_out,
                          transfer=transfer, global_test=np.sort(np.concatenate(held_out)), test_split="train")
 

@@ -66,8 +66,8 @@ class Algorithm:
     """Base class. Subclasses set ``Config`` (a frozen dataclass) and override the steps.
 
     ``CLIENT_STATE`` names the attributes that hold what a client keeps between rounds (a
-    ``PersonalModels``, an ``OptimizerStates``, or a dict from client to a model or a tensor). Everything else is the
-    server's or scratch. ``client_state`` / ``load_client_state`` move one client's part through a
+    ``PersonalModels``, an ``OptimizerStates``, or a dict from client to a model or a tensor).
+    Everything else is the server's or scratch. ``client_state`` / ``load_client_state`` move one client's part through a
     message, so a client's steps can run on another copy of the algorithm, in another process
     (fedkd_core.flower), and give the same numbers.
     """

@@ -15,7 +15,7 @@ validation ALMA at the last round. :data:`TUNING_PROFILE` is that grid
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pandas as pd
 
@@ -37,8 +37,7 @@ TUNING_PROFILE = replace(
 def schedule_of(record) -> str:
     """A record's schedule as text (the method's Config defaults fill what the record lacks)."""
     params = record.config["algorithm_params"]
-    return schedule_text(PhaseSchedule(params.get("optimizer_state", "fresh"), params.get("digest_lr"),
-                                       params.get("revisit_epochs", 0)))
+    return schedule_text(PhaseSchedule(**{f.name: params[f.name] for f in fields(PhaseSchedule) if f.name in params}))
 
 
 def tuning_records(root=None) -> list:
