@@ -58,7 +58,6 @@ reuse_reduced = True
 
 # %% tags=["remove-input"]
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 

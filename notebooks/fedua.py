@@ -60,7 +60,6 @@ mixed_precision = "auto"
 reuse_reduced = True
 
 # %% tags=["remove-input"]
-from dataclasses import fields
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -181,7 +180,7 @@ open_choices = [
     ("server step size", "unstated", f"lr {feddf_used.server_lr} on batch-mean KL",
      "FedBE divides its KL by the number of classes, so its effective step is ~10× smaller than ours"),
     ("local lr schedule", "unstated", "constant", "FedBE decays the local lr ×0.1 at 30% and 60% of rounds; not reproduced"),
-    ("sample selection rule", "BALD above a threshold \"empirically determined\" (§3.2)", f"top SR by BALD",
+    ("sample selection rule", "BALD above a threshold \"empirically determined\" (§3.2)", "top SR by BALD",
      "no threshold value is given; Table 1 is indexed by the sample ratio SR, so we keep the top SR share"),
 ]
 tables.show(pd.DataFrame(open_choices, columns=["choice", "paper", "used", "source"]))

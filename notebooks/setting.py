@@ -57,7 +57,6 @@ momentum = 0.9
 mixed_precision = "auto"
 
 # %% tags=["remove-input"]
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display

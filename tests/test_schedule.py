@@ -239,3 +239,62 @@ def test_fedmd_original_yaml_is_its_profile_and_its_records_are_read_with_the_pa
     configs = knfu.experiments(knfu.FEDMD_ORIGINAL_PROFILE)
     assert len(configs) == 36 and {c.algorithm for c in configs} == {"fedmd_original"}
     assert knfu.algorithm_config("fedmd_original", configs[0].algorithm_params).revisit_epochs == 4
+
+
+def test_tuned_yaml_is_the_tuned_profile_with_the_schedules_the_committed_tuning_records_choose():
+    from pathlib import Path
+
+    import yaml
+
+    from fedkd_core.chapters import knfu_tuning
+
+    root = Path(__file__).resolve().parents[1]
+    path = root / "notebooks" / "params" / "paper" / "knfu_tuned.yaml"
+    assert knfu.Params(**yaml.safe_load(path.read_text())) == knfu_tuning.TUNED_PROFILE
+    committed = knfu_tuning.tuning_records(root / "results")
+    assert knfu_tuning.TUNED_PROFILE == knfu_tuning.tuned_params(knfu_tuning.chosen_schedules(committed))
+    configs = knfu.experiments(knfu_tuning.TUNED_PROFILE)
+    assert len(configs) == 12 * 4 * 3 and {c.data.dataset for c in configs} == {"mnist"}
+    # no tuned run shares a key with a run as first coded: the two sets of records never mix
+    coded = knfu.experiments(replace(knfu.PAPER_PROFILE, datasets="mnist"))
+    assert not {config_hash(c) for c in configs} & {config_hash(c) for c in coded}
+
+
+def run_record(algorithm, alpha, seed, alma, schedule="fresh/-/0"):
+    """A record as the chapter's tables read it: final ALMA ``alma`` (history rising to it)."""
+    from types import SimpleNamespace
+
+    s = parse_schedule(schedule)
+    config = {"algorithm": algorithm, "seed": seed, "rounds": 15, "train": {"mixed_precision": False},
+              "data": {"dataset": "mnist", "alpha": alpha, "samples_per_client": 100},
+              "algorithm_params": {"optimizer_state": s.optimizer_state, "digest_lr": s.digest_lr,
+                                   "revisit_epochs": s.revisit_epochs}}
+    history = [{"round": r, "alma": alma - 0.001 * (15 - r)} for r in range(1, 16)]
+    return SimpleNamespace(config=config, final={"alma": alma}, history=history, profile="paper",
+                           environment={"precision": "fp32", "device": "cpu"})
+
+
+def test_schedules_are_compared_on_the_same_cells_and_seeds_and_a_reversed_claim_reads_as_changed():
+    from fedkd_core.chapters import knfu_tuning
+
+    coded, tuned = [], []
+    for alpha in (0.1, 0.5, 1.0):
+        for seed in range(3):
+            noise = 0.002 * seed
+            coded += [run_record("knfu", alpha, seed, 0.90 + noise), run_record("fedmd", alpha, seed, 0.80 + noise)]
+            # tuned: FedMD overtakes KnFu in every cell and seed
+            tuned += [run_record("knfu", alpha, seed, 0.91 + noise, "kept/-/1"),
+                      run_record("fedmd", alpha, seed, 0.95 + noise, "kept/-/1")]
+    coded += [run_record("knfu", 0.25, 0, 0.5), run_record("fedmd", 0.25, 0, 0.1)]  # a cell not rerun: left out
+    assert len(knfu_tuning.same_runs(coded, tuned)) == len(coded) - 2
+    table = knfu_tuning.schedule_table(coded, tuned).set_index(["alpha", "method"])
+    assert table.loc[(0.1, "FedMD"), "as coded"] == pytest.approx(80.2)
+    assert table.loc[(0.1, "FedMD"), "tuned"] == pytest.approx(95.2)
+    assert table.loc[(0.1, "FedMD"), "change (points)"] == pytest.approx(15.0)
+    assert table.loc[(0.1, "FedMD"), "seeds"] == 3 and table.loc[(0.1, "FedMD"), "paper"] == pytest.approx(89.3)
+    assert 0.25 not in table.index.get_level_values("alpha")
+    changes = knfu_tuning.verdict_changes(coded, tuned).set_index("claim")
+    assert changes.loc["KnFu > FedMD", "as coded"].startswith("holds")
+    assert changes.loc["KnFu > FedMD", "tuned"].startswith("does not hold")
+    assert changes.loc["KnFu > FedMD", "changed"] == "yes"
+    assert knfu_tuning.verdict_changes(coded, []).empty

@@ -438,14 +438,26 @@ def verdict(ours: pd.DataFrame, paper: pd.DataFrame) -> list[str]:
 
 def ledger_rows(root=None) -> pd.DataFrame:
     """KnFu's claims for the book's Claims page, judged on the committed paper-profile records
-    (every seed committed, :data:`READ_SEEDS`) and, over the same cells, on the paper's Tables 1-2.
+    (every seed committed, :data:`READ_SEEDS`) and, over the same cells, on the paper's Tables 1-2;
+    then the same claims (named with :data:`TUNED_SUFFIX`) on Table 1's cells rerun with every
+    method under its tuned schedule (:mod:`fedkd_core.chapters.knfu_tuning`).
     The runs are at the paper's own round budget, so a cell still rising there counts (the note
     says how many)."""
     from .ledger import evidence, judged_rows
 
-    records = paper_profile_records(root)
-    return judged_rows("KnFu", sys.modules[__name__], records, "knfu.html#verdict",
-                       "paper: 20 clients, R = 15 (MNIST) / 30 (CIFAR-10)", evidence(records), enforce_gate=False)
+    from .knfu_tuning import tuned_records
+
+    module, records, tuned = sys.modules[__name__], paper_profile_records(root), tuned_records(root)
+    as_coded = judged_rows("KnFu", module, records, "knfu.html#verdict",
+                           "paper: 20 clients, R = 15 (MNIST) / 30 (CIFAR-10)", evidence(records), enforce_gate=False)
+    as_tuned = judged_rows("KnFu", module, tuned, TUNED_SECTION, "paper, MNIST (Table 1), every method under the "
+                           "schedule it chose on a validation split", evidence(tuned), enforce_gate=False)
+    return pd.concat([as_coded, as_tuned.assign(claim=as_tuned.claim + TUNED_SUFFIX)], ignore_index=True)
+
+
+# The tuned-schedule rows of the ledger: the claim's name with this suffix, linked to this section.
+TUNED_SUFFIX = " (schedules tuned)"
+TUNED_SECTION = "knfu.html#are-the-baselines-as-strong-as-the-paper-s-the-round-s-schedule-tuned"
 
 
 # --- robustness of the claims to what the paper leaves open (fedkd_core.chapters.robustness) -----

@@ -21,7 +21,8 @@ import pandas as pd
 
 from ..algorithms.schedule import PhaseSchedule, schedule_text
 from ..results import stored_records
-from .knfu import METHODS, PAPER_PROFILE, TUNED, Params, experiments
+from . import knfu
+from .knfu import METHODS, PAPER_PROFILE, TUNED, Params, experiments, final_table, paper_table1
 
 # Two choices for each of the three: optimiser state, digest learning rate, revisit epochs.
 CANDIDATES = ("fresh/-/0", "fresh/0.0001/0", "fresh/-/1", "fresh/0.0001/1",
@@ -32,6 +33,12 @@ TUNING_PROFILE = replace(
     PAPER_PROFILE, profile="tuning", datasets="mnist", mnist_alphas="0.1,0.5,1", mnist_sizes="100",
     algorithms=",".join(TUNED), seeds=1, tuning_schedules=", ".join(CANDIDATES), validation_fraction=0.2,
 )
+
+
+# The paper profile's MNIST cells (Table 1) rerun under the schedules the committed tuning records
+# choose (notebooks/params/paper/knfu_tuned.yaml holds the same values; tests check both).
+TUNED_PROFILE = replace(PAPER_PROFILE, datasets="mnist",
+                        schedules="knfu=kept/-/1, fedmd=kept/-/1, knfu_local=kept/-/0, selective_fd=kept/-/1")
 
 
 def schedule_of(record) -> str:
@@ -86,3 +93,65 @@ def tuned_params(chosen: dict[str, str], base: Params = PAPER_PROFILE) -> Params
     text = ", ".join(f"{method}={chosen[method]}" for method in TUNED if method in chosen)
     return replace(base, datasets="mnist", schedules=text)
 
+
+
+def tuned_records(root=None) -> list:
+    """The committed records of :data:`TUNED_PROFILE` (nothing is run)."""
+    return stored_records(experiments(TUNED_PROFILE), root)
+
+
+def _run_keys(frame: pd.DataFrame) -> pd.Series:
+    return frame[["dataset", "alpha", "size", "seed"]].apply(tuple, axis=1)
+
+
+def same_runs(coded, tuned) -> list:
+    """The records of ``coded`` whose cell and seed some record of ``tuned`` has: the two schedules
+    compared on the same cells and seeds while the tuned sweep is under way."""
+    if not tuned:
+        return []
+    wanted = set(_run_keys(final_table(tuned)))
+    return [r for r, key in zip(coded, _run_keys(final_table(coded))) if key in wanted]
+
+
+def schedule_table(coded, tuned) -> pd.DataFrame:
+    """Per MNIST cell and method: mean final ALMA (%) as first coded and under the tuned schedule
+    over the same seeds, the change (points), the seeds, and the paper's Table 1."""
+    coded = final_table(same_runs(coded, tuned)).assign(schedule="as coded")
+    tuned_frame = final_table(tuned).assign(schedule="tuned")
+    both = pd.concat([coded, tuned_frame], ignore_index=True)
+    if both.empty:
+        return pd.DataFrame(columns=["alpha", "size", "method", "as coded", "tuned", "change (points)", "seeds",
+                                     "paper"])
+    both["alma"] *= 100
+    wide = both.pivot_table(index=["alpha", "size", "algorithm"], columns="schedule", values="alma").reset_index()
+    seeds = tuned_frame.groupby(["alpha", "size", "algorithm"]).seed.nunique().rename("seeds").reset_index()
+    paper = paper_table1().rename(columns={"mean": "paper"})[["alpha", "size", "algorithm", "paper"]]
+    table = wide.merge(seeds, on=["alpha", "size", "algorithm"]).merge(paper, on=["alpha", "size", "algorithm"],
+                                                                       how="left")
+    table["change (points)"] = table["tuned"] - table["as coded"]
+    table.insert(2, "method", table.algorithm.map(METHODS))
+    return table[["alpha", "size", "method", "as coded", "tuned", "change (points)", "seeds", "paper"]].sort_values(
+        ["size", "alpha", "method"], ignore_index=True)
+
+
+def verdict_changes(coded, tuned) -> pd.DataFrame:
+    """Per claim: the verdict (word, pooled effect and interval, cells) on the as-coded records and
+    on the tuned ones over the same cells and seeds, the paper's over those cells, and whether the
+    word changed (:func:`fedkd_core.chapters.ledger.judge_chapter`; the runs are at the paper's
+    round budget, so the convergence gate only annotates)."""
+    from .ledger import judge_chapter, paper_text
+
+    coded = same_runs(coded, tuned)
+    if not tuned:
+        return pd.DataFrame(columns=["claim", "as coded", "tuned", "changed", "paper"])
+    before, after = judge_chapter(knfu, coded, enforce_gate=False), judge_chapter(knfu, tuned, enforce_gate=False)
+    rows = []
+    for claim, verdicts in after.items():
+        was = before.get(claim, {}).get("final")
+        now = verdicts["final"]
+        rows.append({"claim": claim,
+                     "as coded": f"{was.word}, {was.effect_text} ({was.cells_text})" if was else "—",
+                     "tuned": f"{now.word}, {now.effect_text} ({now.cells_text})",
+                     "changed": "yes" if was is None or was.word != now.word else "no",
+                     "paper": paper_text(verdicts["paper"])})
+    return pd.DataFrame(rows)
