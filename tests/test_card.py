@@ -66,3 +66,22 @@ def test_the_verdict_box_links_each_claim_to_the_table_it_rests_on_and_fits_five
     assert "⚑ differs" in box and "6 seeds per cell" in box and box.count("reduced: R = 15") == 1
     claims = ledger.linked_table(rows.assign(robustness="—"))
     assert 'href="./x.html#the-claims-cell-by-cell"' in claims and claims.count("<th>") == len(ledger.CLAIMS_COLUMNS)
+
+
+def test_a_yaml_header_states_the_measured_cost_of_its_own_records_per_machine():
+    from types import SimpleNamespace
+
+    from fedkd_core.chapters.card import chapter_of, cost_text, with_cost_header
+
+    assert chapter_of(Path("knfu_tuned.yaml")) == "knfu" and chapter_of(Path("add_your_method.yaml")) == "add_your_method"
+    with pytest.raises(ValueError, match="no chapter"):
+        chapter_of(Path("fedprox.yaml"))
+    runs = [SimpleNamespace(environment={"device_name": cpu}, timings={"total_seconds": s})
+            for cpu, s in (("AMD EPYC (family 25 model 17, AVX512-BF16)", 1800), ("AMD EPYC (family 25 model 17, AVX512-BF16)", 5400), ("Xeon", 360))]
+    assert cost_text(runs) == "3 runs: 2 runs, 2.0 h on AMD EPYC Zen 4; 1 run, 0.1 h on Xeon"
+    assert cost_text(runs[:1], planned=4) == "1 of 4 runs: 1 run, 0.5 h on AMD EPYC Zen 4"
+    assert cost_text([], planned=4) == "0 of 4 runs committed so far"
+    header = ["# Measured cost (new", "# including new)."]
+    old = "# about\n# Measured cost (old\n# including old).\n# Run with\nprofile: paper\n"
+    assert with_cost_header(old, header) == "# about\n# Measured cost (new\n# including new).\n# Run with\nprofile: paper\n"
+    assert with_cost_header("# about\nprofile: paper\n", header) == "# about\n# Measured cost (new\n# including new).\nprofile: paper\n"

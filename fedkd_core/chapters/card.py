@@ -18,12 +18,13 @@ from ..cpuinfo import machine_text
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = ROOT / "notebooks" / "params"
 # The profiles in the order of their cost; "smoke" is the notebook's own defaults (no yaml).
-PROFILES = ("smoke", "quick", "reduced", "paper", "robustness")
+PROFILES = ("smoke", "quick", "reduced", "paper", "tuning", "robustness")
 PROFILE_TEXT = {
     "smoke": "the notebook's defaults: seconds, for CI",
     "quick": "what `make book` runs: minutes on a laptop CPU",
     "reduced": "the paper's setting at a smaller scale (data, rounds or model, as the chapter says)",
     "paper": "the paper's full settings",
+    "tuning": "a choice made on a validation split held out of the clients' data (never the test data)",
     "robustness": "the claims' cells once per alternative reading of what the paper leaves open",
 }
 
@@ -161,3 +162,61 @@ def reproduce_box(chapter: str) -> pd.DataFrame:
     times = measured_times(chapter)
     display(HTML(reproduce_html(chapter, times)))
     return times
+
+
+# --- the measured cost in each profile yaml's header ------------------------------------------------
+
+COST_MARK = "# Measured cost"
+
+
+def chapter_of(path: Path) -> str:
+    """The chapter a profile yaml belongs to: its stem (``fedckd.yaml``) or the longest chapter
+    name its stem starts with, then ``_`` (``knfu_tuned.yaml``, ``add_your_method.yaml``)."""
+    from . import CHAPTERS
+
+    names = [name for name in CHAPTERS if path.stem == name or path.stem.startswith(name + "_")]
+    if not names:
+        raise ValueError(f"{path.name}: no chapter of {sorted(CHAPTERS)} is named by it")
+    return max(names, key=len)
+
+
+def runs_text(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
+def cost_text(records, planned: int | None = None) -> str:
+    """"n of N runs: n runs, h.h h on MACHINE; ..." from the records' ``timings.total_seconds`` and
+    ``environment.device_name`` (as :func:`~fedkd_core.cpuinfo.machine_text` names it)."""
+    hours: dict[str, list[float]] = {}
+    for record in records:
+        hours.setdefault(machine_text(record.environment.get("device_name")), []).append(
+            record.timings["total_seconds"] / 3600)
+    parts = "; ".join(f"{runs_text(len(h))}, {sum(h):.1f} h on {machine}" for machine, h in sorted(hours.items()))
+    done = runs_text(len(records)) if planned is None else f"{len(records)} of {runs_text(planned)}"
+    return done + (f": {parts}" if parts else " committed so far")
+
+
+def cost_header(path: Path, results=None) -> list[str]:
+    """The two comment lines that state a profile yaml's measured cost from its committed records."""
+    from ..sweep import load_grid
+
+    chapter, profile = chapter_of(path), path.parent.name
+    planned = len(load_grid(chapter, path, robustness=profile == "robustness")[1])
+    records = profile_records(chapter, profile, [path], results)
+    return [f"{COST_MARK} (summed from the committed records' timings, one thread per run, wall time",
+            f"# including whatever shared the cores): {cost_text(records, planned)}."]
+
+
+def with_cost_header(text: str, header: list[str]) -> str:
+    """``text`` (a yaml) with its measured-cost lines (the mark and the lines after it that start
+    "# including") replaced by ``header``, or ``header`` at the end of its leading comments."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(COST_MARK)), None)
+    if start is None:
+        start = end = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    else:
+        end = start + 1
+        while end < len(lines) and lines[end].startswith("# including"):
+            end += 1
+    lines[start:end] = header
+    return "\n".join(lines) + "\n"
