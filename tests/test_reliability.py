@@ -217,7 +217,7 @@ def test_a_run_interrupted_after_round_2_resumes_with_the_numbers_of_an_uninterr
                                                                                           monkeypatch):
     from dataclasses import replace
 
-    from fedkd_core.claims import state_path
+    from fedkd_core.leases import state_path
 
     config = replace(RESUMED, algorithm=algorithm)
     whole = results.run_experiment(config, root=tmp_path / "whole", progress=False)
