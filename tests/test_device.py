@@ -160,7 +160,7 @@ def test_every_algorithm_runs_device_clean_on_the_stand_in_device(algorithm):
 def test_a_transfer_sample_mask_is_applied_without_a_host_sync():
     """KnFu's and FedMD's replies keep every sample: no mask at all, the same loss as an all-True
     mask, bit for bit; Selective-FD's mask on a device: a masked sum, equal to gathering the kept rows."""
-    from fedkd_core.algorithms.transfer_kd import distillation_loss
+    from fedkd_core.algorithms.shapes.transfer_kd import distillation_loss
 
     generator = torch.Generator().manual_seed(0)
     logits, labels = torch.randn(6, 4, generator=generator), torch.tensor([0, 1, 2, 3, 0, 1])
@@ -178,7 +178,7 @@ def test_a_transfer_sample_mask_is_applied_without_a_host_sync():
 
 def modules_of(algorithm) -> list[torch.nn.Module]:
     """Every model an algorithm holds: attributes, and the values of its dicts and PersonalModels."""
-    from fedkd_core.algorithms.base import PersonalModels
+    from fedkd_core.algorithms.shapes.base import PersonalModels
 
     found = []
     for value in vars(algorithm).values():

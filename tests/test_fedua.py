@@ -13,7 +13,7 @@ import torch
 from scipy.stats import multivariate_normal
 
 from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
-from fedkd_core.algorithms.base import message_bytes
+from fedkd_core.algorithms.shapes.base import message_bytes
 from fedkd_core.algorithms.fedua import bald_scores, fit_feature_density, teacher_weights
 from fedkd_core.chapters import fedua as chapter
 from fedkd_core.chapters import reuse_message
