@@ -420,7 +420,7 @@ cells_shown = ledger.show_cell_verdicts(chapter, records["main"] + records["anne
 # ## Robustness to what the paper leaves open
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedCKD's paper leaves the KL's direction, the τ² scaling and the first round (before any historical model exists) unstated, and fixes γ without a search. The
-# robustness grid (`fedckd.ROBUSTNESS`, as data in `fedkd_core/chapters/fedckd.py`) reruns the claims'
+# robustness grid (`fedckd.ROBUSTNESS`, as data in `fedkd_core/chapters/fedckd/robustness.py`) reruns the claims'
 # cells (the reduced profile's Fashion-MNIST cells with pFedSD and FedCKD, 3 seeds) once per alternative reading; the first variant is this chapter's own. For each
 # variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
 # `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants

@@ -205,9 +205,10 @@ def test_no_model_keeps_gradients_between_rounds(algorithm):
 def test_chapter_helpers_run_on_the_stand_in_device(monkeypatch):
     """The chapters' own loops (KnFu's fusion example, FedCKD's forgetting trace) on the device."""
     from fedkd_core.chapters import fedckd, knfu
+    from fedkd_core.chapters.fedckd import analysis as fedckd_analysis
 
-    for chapter in (knfu, fedckd):
-        monkeypatch.setattr(chapter, "default_device", lambda: STAND_IN)
+    for module in (knfu, fedckd_analysis):  # where each loop looks its device up
+        monkeypatch.setattr(module, "default_device", lambda: STAND_IN)
     with DeviceCheck():
         example = knfu.fusion_example(knfu.Params(num_clients=3, example_size=20,
                                                   local_test_size=10, mixed_precision=False))
