@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
@@ -162,7 +161,7 @@ def test_bad_chapter_parameters_raise(field, value):
         chapter.Params(**{field: value})
 
 
-def test_chapter_grids_and_paper_tables():
+def test_chapter_grids():
     params = chapter.Params(datasets="fashion_mnist,cifar10", settings="practical,pathological",
                             scenarios="20:1.0:50,100:0.1:100", algorithms=",".join(chapter.METHODS), seeds=3,
                             annealing_datasets="cifar10", sensitivity_dataset="cifar10")
@@ -171,10 +170,7 @@ def test_chapter_grids_and_paper_tables():
     assert {c.algorithm_params.get("gamma") for c in chapter.annealing_grid(params)} == {0.99, 1.0}
     assert len(chapter.sensitivity_grid(params)) == 8 * 8 * 3
     assert len(chapter.experiments(params)) < len(chapter.main_grid(params)) + 2 * 3 + 8 * 8 * 3  # deduplicated
-    table1 = chapter.paper_accuracy_table("practical")
-    assert len(table1) == 48 and np.isclose(table1.query("dataset == 'cifar10' and clients == 100 and "
-                                                         "algorithm == 'fedckd'")["mean"].item(), 81.41)
-    assert len(chapter.paper_table5()) == 64 and len(chapter.paper_table3()) == 18
+    # the paper's tables, cell by cell: tests/test_paper_tables.py
 
 
 def test_reduced_records_stand_in_for_cells_of_the_same_method_only():

@@ -87,15 +87,11 @@ def test_bad_chapter_parameters_are_clear_errors(overrides, message):
         chapter.Params(**overrides)
 
 
-def test_paper_tables_hold_the_transcribed_numbers():
-    table1 = chapter.paper_table1()
-    assert len(table1) == 54
-    cell = table1.set_index(["method", "clients", "metric"])["mean"]
-    assert cell[("fedgmkd", 50, "global")] == 60.31 and cell[("fedavg", 10, "local")] == 55.75
+def test_paper_times_are_ratios_to_fedavgs_on_the_same_dataset():
+    """The paper's tables, cell by cell: tests/test_paper_tables.py."""
     # the notes' ratios of FedGMKD's time to FedAvg's: 2.54 (CIFAR-10), 1.86 (SVHN), 2.84 (CIFAR-100)
     times = chapter.paper_times().set_index(["dataset", "method"]).ratio
     assert [round(times[(d, "fedgmkd")], 2) for d in ("CIFAR-10", "SVHN", "CIFAR-100")] == [2.54, 1.86, 2.84]
-    assert len(chapter.paper_table5()) == 22 and len(chapter.paper_table6()) == 12 and len(chapter.paper_table3()) == 16
 
 
 def sign_counts(frame):

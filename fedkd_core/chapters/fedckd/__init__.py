@@ -24,7 +24,8 @@ from .claims import (ANNEALING_CLAIM, CONSTANT, EFFECT_CELL_KEYS, METHOD_COLUMN,
 from .grid import (CLASSES_PER_CLIENT, METHODS, METHOD_NAMES, MODEL_FOR, SETTINGS, SETTING_OF_PARTITION, Params,
                    Scenario, algorithm_params, annealing_grid, data_config, experiments, grids, main_grid,
                    parse_scenarios, run_config, sensitivity_grid)
-from .paper import PAPER_COLUMNS, paper_accuracy_table, paper_accuracy_tables, paper_table3, paper_table4, paper_table5
+from .paper import (ACCURACY_TABLES, paper_accuracy_table, paper_accuracy_tables, paper_table3, paper_table4,
+                    paper_table5)
 from .profiles import PAPER_FMNIST100, REDUCED_PROFILE, ROBUSTNESS_BASE
 from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, experiments_to_run, method_differences, paper_scale_records,
                       records_and_runs, reduced_profile_records, reduced_records_by_grid)
@@ -32,9 +33,9 @@ from .robustness import ROBUSTNESS
 from .tables import NOT_REPRODUCED, compare_accuracy, offline_copy, paper_scale, per_client_difference, summary
 
 __all__ = [
-    "ANNEALING_CLAIM", "CLASSES_PER_CLIENT", "CONSTANT", "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "METHOD_NAMES",
-    "MODEL_FOR", "NOT_REPRODUCED", "PAPER_COLUMNS", "PAPER_FMNIST100", "PAPER_RUNS", "PERSONALISED", "Params",
-    "READ_SEEDS", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE", "SCALE_FIELDS", "SETTINGS",
+    "ACCURACY_TABLES", "ANNEALING_CLAIM", "CLASSES_PER_CLIENT", "CONSTANT", "EFFECT_CELL_KEYS", "METHODS",
+    "METHOD_COLUMN", "METHOD_NAMES", "MODEL_FOR", "NOT_REPRODUCED", "PAPER_FMNIST100", "PAPER_RUNS", "PERSONALISED",
+    "Params", "READ_SEEDS", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE", "SCALE_FIELDS", "SETTINGS",
     "SETTING_OF_PARTITION", "Scenario", "algorithm_params", "annealing_grid", "cell_of", "claim_effects",
     "compare_accuracy", "data_config", "effects_of", "experiments", "experiments_to_run", "forgetting_trace", "grids",
     "ledger_rows", "main_grid", "method_differences", "observations", "offline_copy", "paper_accuracy_table",

@@ -22,19 +22,19 @@ from .claims import (EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, claim_effects,
                      paper_observations)
 from .grid import (METHODS, SELECTION_NAMES, Params, algorithm_params, data_config, experiments, parse_partition,
                    partition_name, run_config, table1_config, table1_grid, table2_grid, table3_grid)
-from .paper import (PRINTED_CHANGES, PRINTED_COLUMNS, derived_rows, paper_table1, paper_table2, paper_table3,
-                    printed_check, relative_changes)
+from .paper import (derived_rows, paper_changes, paper_table1, paper_table2, paper_table3, printed_check,
+                    relative_changes)
 from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, reduced_profile_records
 from .robustness import ROBUSTNESS
 from .tables import history_frame, step_check, summary, table1_rows, table2_rows, table3_rows
 
 __all__ = [
-    "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "PAPER_RUNS", "PRINTED_CHANGES", "PRINTED_COLUMNS", "Params",
-    "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE", "SCALE_FIELDS", "SELECTION_NAMES", "algorithm_params",
-    "cell_of", "claim_effects", "data_config", "derived_rows", "effects_of", "experiments", "experiments_to_run",
-    "history_frame", "ledger_rows", "method_differences", "observations", "paper_observations", "paper_table1",
-    "paper_table2", "paper_table3", "parse_partition", "partition_name", "printed_check", "reduced_profile_records",
-    "relative_changes", "run_config", "step_check", "summary", "table1_config", "table1_grid", "table1_rows",
-    "table2_grid", "table2_rows", "table3_grid", "table3_rows",
+    "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "PAPER_RUNS", "Params", "REDUCED_PROFILE", "ROBUSTNESS",
+    "ROBUSTNESS_BASE", "SCALE_FIELDS", "SELECTION_NAMES", "algorithm_params", "cell_of", "claim_effects", "data_config",
+    "derived_rows", "effects_of", "experiments", "experiments_to_run", "history_frame", "ledger_rows",
+    "method_differences", "observations", "paper_changes", "paper_observations", "paper_table1", "paper_table2",
+    "paper_table3", "parse_partition", "partition_name", "printed_check", "reduced_profile_records", "relative_changes",
+    "run_config", "step_check", "summary", "table1_config", "table1_grid", "table1_rows", "table2_grid", "table2_rows",
+    "table3_grid", "table3_rows",
 ]
