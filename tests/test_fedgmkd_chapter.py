@@ -16,11 +16,6 @@ from fedkd_core.chapters import fedgmkd as chapter
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_reduced_yaml_is_the_reduced_profile():
-    path = ROOT / "notebooks" / "params" / "reduced" / "fedgmkd.yaml"
-    assert chapter.Params(**yaml.safe_load(path.read_text())) == chapter.REDUCED_PROFILE
-
-
 @pytest.mark.parametrize("profile", ["quick", "paper"])
 def test_profiles_load_and_run_the_reduced_method(profile):
     params = chapter.Params(**yaml.safe_load((ROOT / "notebooks" / "params" / profile / "fedgmkd.yaml").read_text()))

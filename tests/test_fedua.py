@@ -268,13 +268,6 @@ def test_all_three_methods_learn_on_real_cifar10():
 
 # --- the chapter ---------------------------------------------------------------------------------
 
-def test_reduced_yaml_is_the_reduced_profile():
-    import yaml
-
-    path = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "reduced" / "fedua.yaml"
-    assert chapter.Params(**yaml.safe_load(path.read_text())) == chapter.REDUCED_PROFILE
-
-
 def test_reduced_grid_covers_tables_1_to_3_once():
     configs = chapter.experiments(chapter.REDUCED_PROFILE)
     cells = [chapter.cell_of(c) for c in configs]
