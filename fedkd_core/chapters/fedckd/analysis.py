@@ -1,11 +1,17 @@
-"""Measurements of the chapter beyond its tables: forgetting when the global model arrives (Fig. 1b)."""
+"""Measurements of the chapter beyond its tables: forgetting when the global model arrives
+(Fig. 1b), and why the literal KL direction can diverge (the sharpness of each loss in the logits)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import torch
+from torch.autograd.functional import hessian
+from torch.nn import functional as F
 
 from ...algorithms import Context, algorithm_class, algorithm_config
+from ...algorithms.fedckd import KL_DIRECTIONS
+from ...distill import tempered_softmax
 from ...experiment import ExperimentConfig, clients_finish, clients_update, default_device, select_clients, server_update
 from ...federation import build_federated_data
 from ...training import accuracy
@@ -39,3 +45,26 @@ def forgetting_trace(config: ExperimentConfig, rounds: int) -> pd.DataFrame:
             after = accuracy(algorithm.global_model(), data.dataset, data.client_test[k], mixed_precision=amp)
             rows.append({"round": round_index, "client": k, "before": before[k], "after": after})
     return pd.DataFrame(rows)
+
+
+# --- why the literal KL can diverge ----------------------------------------------------------------
+
+def logit_sharpness(loss_of, classes: int = 10) -> dict:
+    """The largest |gradient| and the largest |Hessian eigenvalue| of ``loss_of`` (a function of a
+    (1, classes) logit tensor) in the logits, at uniform (zero) logits."""
+    student = torch.zeros(classes, requires_grad=True)
+    loss_of(student.view(1, -1)).backward()
+    curvature = torch.linalg.eigvalsh(hessian(lambda z: loss_of(z.view(1, -1)), torch.zeros(classes)))
+    return {"largest |∂loss/∂z|": float(student.grad.abs().max()), "largest curvature": float(curvature.abs().max())}
+
+
+def kl_sharpness(lam: float, temperature: float, classes: int = 10) -> pd.DataFrame:
+    """:func:`logit_sharpness` of CE (label: the teacher's class) and of λ·τ²·KL in each direction of
+    ``KL_DIRECTIONS``, for a student still uniform over ``classes`` classes and a teacher confident
+    in class 0 (logits 40 and -60), at temperature ``temperature``: one row per loss."""
+    teacher = tempered_softmax(torch.tensor([[40.0] + [-60.0] * (classes - 1)]), temperature)
+    losses = {"CE (label = the teacher's class)": lambda z: F.cross_entropy(z, torch.tensor([0]))}
+    for direction, kl in KL_DIRECTIONS.items():
+        losses[f"λ·τ²·KL({direction.replace('_', ' ‖ ')})"] = (
+            lambda z, kl=kl: lam * kl(z, teacher, temperature, True))
+    return pd.DataFrame({name: logit_sharpness(loss, classes) for name, loss in losses.items()}).T

@@ -30,16 +30,18 @@ from .paper import DATASET_REASON, paper_table1, paper_table3, paper_table5, pap
 from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, method_key, reduced_profile_records
 from .robustness import ROBUSTNESS
-from .tables import (at_default_weights, history_frame, last_rounds_mean, long_accuracies, summary, table1_rows,
-                     table3_rows, time_ratios)
+from .tables import (accuracy_per_profile, at_default_weights, cost_table, fedgmkd_cost, history_frame,
+                     last_rounds_mean, long_accuracies, summary, table1_rows, table3_rows, table5_rows, time_ratios,
+                     traffic_table)
 
 __all__ = [
     "ABLATION_CLAIMS", "DATASET_REASON", "EFFECT_CELL_KEYS", "FEDGMKD_OPTIONS", "FEDGMKD_ROWS", "METHODS",
     "METHOD_COLUMN", "Method", "PAPER_METHODS", "PAPER_RUNS", "Params", "REDUCED_PROFILE", "ROBUSTNESS",
-    "ROBUSTNESS_BASE", "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "ablation_grid", "at_default_weights",
-    "cell_of", "claim_effects", "data_config", "effects_of", "experiments", "experiments_to_run", "history_frame",
-    "last_rounds_mean", "ledger_rows", "long_accuracies", "method_differences", "method_key", "method_params",
-    "observations", "paper_observations", "paper_reading", "paper_table1", "paper_table3", "paper_table5",
-    "paper_table6", "paper_times", "parse_pairs", "prototype_identity", "reduced_profile_records", "run_config",
-    "summary", "table1_grid", "table1_rows", "table3_rows", "table5_grid", "time_ratios",
+    "ROBUSTNESS_BASE", "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "ablation_grid", "accuracy_per_profile",
+    "at_default_weights", "cell_of", "claim_effects", "cost_table", "data_config", "effects_of", "experiments",
+    "experiments_to_run", "fedgmkd_cost", "history_frame", "last_rounds_mean", "ledger_rows", "long_accuracies",
+    "method_differences", "method_key", "method_params", "observations", "paper_observations", "paper_reading",
+    "paper_table1", "paper_table3", "paper_table5", "paper_table6", "paper_times", "parse_pairs", "prototype_identity",
+    "reduced_profile_records", "run_config", "summary", "table1_grid", "table1_rows", "table3_rows", "table5_grid",
+    "table5_rows", "time_ratios", "traffic_table",
 ]

@@ -1,5 +1,6 @@
 """Our records as the paper's tables: one row per run (accuracies as the paper reads them, the mean
-of the last rounds), the rows of Tables 1 and 3, time per client-round against FedAvg's."""
+of the last rounds), the rows of Tables 1, 3 and 5, time per client-round against FedAvg's (beside
+the paper's), bytes per round."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import numpy as np
 import pandas as pd
 
 from ...algorithms import algorithm_config
-from ...report import record_precision
+from ...cpuinfo import machine_text
+from ...report import mean_std_per_profile, record_precision
 from .grid import TABLE3_METHODS
+from .paper import paper_times
 from .records import cell_of
 
 
@@ -86,3 +89,52 @@ def history_frame(records) -> pd.DataFrame:
                          "alma": row["alma"], "global_acc": row["global_acc"], "dat_shift": row.get("dat_shift", np.nan)})
     return pd.DataFrame(rows, columns=["method", "clients", "alpha", "lam", "gamma", "seed", "profile", "round",
                                        "alma", "global_acc", "dat_shift"])
+
+
+def accuracy_per_profile(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Local and global accuracy of :func:`summary` rows as mean ± std over seeds (%) per ``keys``
+    (which may hold "metric") and profile."""
+    return mean_std_per_profile(long_accuracies(frame), keys, "value")
+
+
+def table5_rows(frame: pd.DataFrame, clients: int, alpha: float) -> pd.DataFrame:
+    """Runs of Table 5: FedGMKD at ``clients`` clients and Dir(``alpha``), every (λ, γ)."""
+    return frame[(frame.method == "fedgmkd") & (frame.clients == clients) & (frame.alpha == alpha)]
+
+
+def cost_table(ratios: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Table 1's time column on CIFAR-10 (seconds per client-round and the ratio to FedAvg's) beside
+    ours from :func:`time_ratios`, a pair of columns per profile and client count (and machine,
+    where a profile ran on several)."""
+    times = paper_times()
+    cost = times[times.dataset == "CIFAR-10"][["method", "seconds", "ratio"]].rename(
+        columns={"seconds": "paper s", "ratio": "paper ratio"})
+    if ratios is None or not len(ratios):
+        return cost
+    several_machines = ratios.groupby("profile").machine.nunique() > 1
+    for (profile, machine, count), group in ratios.groupby(["profile", "machine", "clients"]):
+        label = f"{profile}, {count} clients" + (f", {machine_text(machine)}" if several_machines[profile] else "")
+        cost = cost.merge(group[["method", "seconds_per_client_round", "ratio"]].rename(
+            columns={"seconds_per_client_round": f"{label}: s", "ratio": f"{label}: ratio"}), on="method", how="outer")
+    return cost
+
+
+def traffic_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Bytes per client and round of each method and client count (:func:`summary` rows, mean over
+    runs, kB), and the upload's ratio to FedAvg's at the same client count ("—" without FedAvg)."""
+    traffic = frame.groupby(["method", "clients"], as_index=False)[["upload_mb", "download_mb"]].mean()
+    fedavg_up = traffic[traffic.method == "fedavg"].set_index("clients").upload_mb
+    return pd.DataFrame({"method": traffic.method, "clients": traffic.clients,
+                         "upload (kB per client-round)": 1000 * traffic.upload_mb,
+                         "download (kB per client-round)": 1000 * traffic.download_mb,
+                         "upload vs FedAvg": [f"{u / fedavg_up[c]:.3f}×" if c in fedavg_up.index else "—"
+                                              for u, c in zip(traffic.upload_mb, traffic.clients)]})
+
+
+def fedgmkd_cost(ratios: pd.DataFrame) -> pd.DataFrame:
+    """FedGMKD's time per client-round as a multiple of FedAvg's (``ratio``, from :func:`time_ratios`)
+    per profile, machine and client count, beside the paper's on CIFAR-10 (``paper_ratio``)."""
+    times = paper_times()
+    paper = times[(times.dataset == "CIFAR-10") & (times.method == "fedgmkd")].ratio.iloc[0]
+    ours = ratios[ratios.method == "fedgmkd"].sort_values(["profile", "machine", "clients"])
+    return ours[["profile", "machine", "clients", "ratio"]].assign(paper_ratio=paper).reset_index(drop=True)
