@@ -30,6 +30,11 @@ import torch
 
 DEFAULT_EVERY_SECONDS = 300.0  # a run stopped mid-way loses at most about this much work
 
+# Modules that have moved since checkpoints were first written (the round shapes went to
+# ``algorithms/shapes/``): a state saved by the older code still loads.
+MOVED_MODULES = {f"fedkd_core.algorithms.{name}": f"fedkd_core.algorithms.shapes.{name}"
+                 for name in ("base", "from_global", "partial", "transfer_kd", "schedule")}
+
 
 @dataclass
 class RunState:
@@ -83,6 +88,9 @@ class _StateUnpickler(pickle.Unpickler):
 
     def persistent_load(self, name):
         return resolve_shared(self.ctx, name)
+
+    def find_class(self, module, name):
+        return super().find_class(MOVED_MODULES.get(module, module), name)
 
 
 @dataclass

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .algorithms import ALGORITHMS, Algorithm, Context, algorithm_class, algorithm_config, register
-from .algorithms.base import message_bytes
+from .algorithms.shapes.base import message_bytes
 from .contracts import AlgorithmProtocol, check_needs, missing_members
 from .experiment import ExperimentConfig, InProcessClients, _run_round, client_step, server_update, simulate
 from .federation import DataConfig, FederatedData, build_federated_data

@@ -17,7 +17,7 @@ import torch
 from tqdm import tqdm
 
 from .algorithms import Context, algorithm_class, algorithm_config
-from .algorithms.base import message_bytes
+from .algorithms.shapes.base import message_bytes
 from .checkpoint import Checkpoints, RunState
 from .federation import DataConfig, FederatedData, build_federated_data
 from .models import check_model_name

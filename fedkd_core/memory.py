@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from .algorithms.base import PersonalModels
+from .algorithms.shapes.base import PersonalModels
 from .training import OptimizerStates
 
 SHARED = ("ctx",)  # the run's context: the dataset and initial model, counted apart (not per client)

@@ -20,7 +20,7 @@ interrupted mid-way resumes from its checkpoint when its next task lands where t
 saved (the driver's results folder where the node can write it, as on a cluster of this machine
 or a shared disk; else the node's own, ``results.results_dir``).
 
-The driver claims the runs it sends (``fedkd_core.claims``, with their heartbeat), so a local
+The driver claims the runs it sends (leases: ``fedkd_core.leases``, with their heartbeat), so a local
 sweep or another driver on the same results folder leaves them alone and ``--dry-run`` counts them
 as claimed. Ray is imported only here, and only when ``--ray`` is given.
 """
@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from . import claims
+from . import leases
 from .checkpoint import DEFAULT_EVERY_SECONDS, Checkpoints
 from .experiment import ExperimentConfig, RunDiverged, default_device, simulate
 from .results import (config_hash, divergence_of, file_record, is_finished, outcome_record, results_dir,
@@ -132,7 +132,7 @@ def run_one(config: ExperimentConfig, profile: str, driver_root: str, threads: i
     its traceback (the sweep goes on), never as a retry: a run that raises raises again."""
     torch.set_num_threads(threads)  # Ray's worker processes are reused: set it for every run
     key = config_hash(config)
-    checkpoints = Checkpoints(claims.state_path(checkpoint_folder(driver_root), profile, key), key, checkpoint_every)
+    checkpoints = Checkpoints(leases.state_path(checkpoint_folder(driver_root), profile, key), key, checkpoint_every)
     device = task_device()
     start = time.perf_counter()
     try:
@@ -268,7 +268,7 @@ def run_on_ray(configs: list, profile: str, options: RayOptions, *, limit: int |
         remote = ray.remote(task).options(num_cpus=options.run_cpus, num_gpus=gpus, max_retries=options.max_retries,
                                           retry_exceptions=False)
         label = bar_label(label, ray.cluster_resources().get("CPU", 0), options.run_cpus, gpus)
-        with claims.Heartbeat() as heartbeat:
+        with leases.Heartbeat() as heartbeat:
             return _drive(ray, remote, configs, profile, options, limit, heartbeat, label, describe)
     finally:
         if started:
@@ -281,7 +281,7 @@ def bar_label(label: str, cluster_cpus: float, cpus: float, gpus: float) -> str:
     return f"{label} (ray, {cluster_cpus:g} CPUs, {per_run} per run)"
 
 
-def _claim_pending(configs, profile: str, limit: int | None, heartbeat: claims.Heartbeat) -> list[tuple]:
+def _claim_pending(configs, profile: str, limit: int | None, heartbeat: leases.Heartbeat) -> list[tuple]:
     """(config, claim) of each run to send: not finished, and claimed here (not by a live
     worker of another sweep), at most ``limit``."""
     root, taken = results_dir(), []
@@ -290,11 +290,11 @@ def _claim_pending(configs, profile: str, limit: int | None, heartbeat: claims.H
             break
         if is_finished(config):
             continue
-        claim = claims.claim_path(root, profile, config_hash(config))
-        if not claims.try_claim(claim):
+        claim = leases.claim_path(root, profile, config_hash(config))
+        if not leases.try_claim(claim):
             continue
         if is_finished(config):  # finished by another worker just before our claim
-            claims.release(claim)
+            leases.release(claim)
             continue
         heartbeat.add(claim)
         taken.append((config, claim))
@@ -318,7 +318,7 @@ def _drive(ray, remote, configs, profile: str, options: RayOptions, limit: int |
                         failures += not _write_back(ray, ref, config, describe(config))
                     finally:
                         heartbeat.discard(claim)
-                        claims.release(claim)
+                        leases.release(claim)
                     bar.update(1)
     except BaseException:  # Ctrl-C, SIGTERM (sweep.main makes it a SystemExit), a lost cluster
         for ref in pending:
@@ -332,7 +332,7 @@ def _drive(ray, remote, configs, profile: str, options: RayOptions, limit: int |
     finally:
         for _, claim in pending.values():
             heartbeat.discard(claim)
-            claims.release(claim)
+            leases.release(claim)
     return failures
 
 

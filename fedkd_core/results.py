@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from .checkpoint import DEFAULT_EVERY_SECONDS, Checkpoints
-from .claims import state_path
+from .leases import state_path
 from .cpuinfo import CPUINFO, cpu_description
 from .experiment import ExperimentConfig, RunDiverged, default_device, simulate
 from .precision import execution_settings, precision_name, use_bf16

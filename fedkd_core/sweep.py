@@ -11,7 +11,7 @@ whose training diverges (non-finite loss or weights) is a result, not a failure:
 ``<key>.diverged.json``, reported, and the sweep goes on (another error stops it). Stop it
 at any time and run the same command again to continue where it stopped. ``--workers N`` starts
 N processes (one torch thread each unless OMP_NUM_THREADS says otherwise) that claim runs with
-claim files (fedkd_core.claims): no run is done twice, also across several sweep commands or
+claim files, leases on runs (fedkd_core.leases): no run is done twice, also across several sweep commands or
 machines sharing the results folder, and the claim of a killed worker is taken over. On a machine
 with GPUs the workers are spread over the visible GPUs, at most ``--per-gpu`` (default 4) on one
 (each holds its own CUDA context and resident dataset), and each finished run says the peak
@@ -42,7 +42,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from . import claims
+from . import leases
 from .chapters import chapter_module, chapter_params, experiments_to_run
 from .chapters.robustness import sweep_order as robustness_grid
 from .experiment import RunDiverged, default_device
@@ -85,7 +85,7 @@ def status(configs, profile: str) -> dict[str, list]:
     and "unreadable": the error of every stored record or divergence that cannot be read or is
     incomplete (``results.RecordError``, naming its file), all of them, not only the first."""
     root = results_dir()
-    held = claims.claims_in(root, profile)
+    held = leases.claims_in(root, profile)
     split = {"done": [], "diverged": [], "claimed": [], "left": [], "done_records": [], "unreadable": []}
     for config in configs:
         key = config_hash(config)
@@ -100,7 +100,7 @@ def status(configs, profile: str) -> dict[str, list]:
             split["done_records"].append(record)
         elif diverged:
             split["diverged"].append(config)
-        elif key in held and not claims.is_stale(held[key]):
+        elif key in held and not leases.is_stale(held[key]):
             split["claimed"].append(config)
         else:
             split["left"].append(config)
@@ -202,7 +202,7 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
     """
     params, configs = load_grid(chapter, params_file, robustness, variants)
     root, ran = results_dir(), 0
-    with claims.Heartbeat() as heartbeat:  # workers on other hosts see the claim's run is alive
+    with leases.Heartbeat() as heartbeat:  # workers on other hosts see the claim's run is alive
         for config in sweep_order(configs, robustness):
             if limit is not None and ran >= limit:
                 return
@@ -210,8 +210,8 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
                 return
             if is_finished(config):
                 continue
-            claim = claims.claim_path(root, params.profile, config_hash(config))
-            if not claims.try_claim(claim):
+            claim = leases.claim_path(root, params.profile, config_hash(config))
+            if not leases.try_claim(claim):
                 continue
             heartbeat.add(claim)
             try:
@@ -230,7 +230,7 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
                 raise
             finally:
                 heartbeat.discard(claim)
-                claims.release(claim)
+                leases.release(claim)
 
 
 def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, queue, parent: int,
@@ -375,7 +375,7 @@ def resume_line(configs, profile: str) -> str:
     """"3 of them resume from a checkpoint: ..." for the runs not done that have a saved state
     (``fedkd_core.checkpoint``: they restart from their last saved round, not round 1), else ""."""
     root = results_dir()
-    saved = [config for config in configs if claims.state_path(root, profile, config_hash(config)).exists()]
+    saved = [config for config in configs if leases.state_path(root, profile, config_hash(config)).exists()]
     if not saved:
         return ""
     return (f"{len(saved)} of them resume from a checkpoint (their last saved round): "

@@ -37,7 +37,7 @@ local_epochs = 1
 batch_size = 64
 lr = 0.01
 momentum = 0.9
-weight_decay = 1e-5
+weight_decay = 1e-05
 mixed_precision = "auto"
 eval_every = 1
 fedprox_mu = 0.01
@@ -289,17 +289,7 @@ if len(main):
 
 # %% tags=["hide-input"]
 if len(main):
-    practical = main[main.setting == "practical"]
-    largest = practical[practical.clients == practical.groupby("profile").clients.transform("max")]
-    table3 = largest.groupby(["dataset", "algorithm", "profile"], sort=False).agg(
-        mean=("alma", "mean"), client_std=("client_std", "mean")).reset_index()
-    table3[["mean", "client_std"]] *= 100
-    table3 = table3.merge(chapter.paper_table3(), on=["dataset", "algorithm"], how="left", suffixes=("", "_paper"))
-    table3["ours"] = [report.pm(m, s, 2) for m, s in zip(table3["mean"], table3.client_std)]
-    table3["paper (n = 100)"] = [report.pm(m, s, 2) for m, s in zip(table3.mean_paper, table3.client_std_paper)]
-    table3 = table3.merge(largest.groupby("profile").clients.max().reset_index(), on="profile")
-    tables.show(table3.assign(algorithm=table3.algorithm.map(chapter.METHOD_NAMES))[
-        ["dataset", "clients", "algorithm", "ours", "paper (n = 100)", "profile"]])
+    tables.show(chapter.fairness_table(main))
 
 # %% [markdown]
 # ## Table IV: annealing
@@ -310,14 +300,11 @@ if len(main):
 # %% tags=["hide-input"]
 tables.show(chapter.paper_table4().assign(source="paper"), digits=2)
 if len(ours["annealing"]):
-    ablation = ours["annealing"].assign(annealing=ours["annealing"].gamma < 1.0)
-    table4 = report.mean_std_per_profile(ablation, ["dataset", "annealing"], "alma")
+    table4 = chapter.annealing_table(ours["annealing"])
     tables.show(table4, digits=2)
-    pivot = table4.pivot_table(index=["profile", "dataset"], columns="annealing", values="mean")
-    for (profile, dataset), row in pivot.iterrows():
-        gain = row[True] - row[False]
-        display(Markdown(f"{dataset} ({profile} profile): annealing changes FedCKD's accuracy by "
-                         f"**{gain:+.2f} points** (paper, CIFAR-100: +0.17)."))
+    for row in chapter.annealing_gains(table4).itertuples():
+        display(Markdown(f"{row.dataset} ({row.profile} profile): annealing changes FedCKD's accuracy by "
+                         f"**{row.gain:+.2f} points** (paper, CIFAR-100: +0.17)."))
 else:
     display(Markdown("Table IV is not reproduced in this profile: its `annealing_datasets` parameter is empty."))
 
@@ -335,23 +322,9 @@ tables.show(paper5.assign(cell=[report.pm(m, s, 2) for m, s in zip(paper5["mean"
         .pivot(index="algorithm", columns=["varied", "value"], values="cell"))
 if len(ours["sensitivity"]):
     sens = ours["sensitivity"]
-    base_scenario = chapter.parse_scenarios(params.scenarios)[0]
-    default_model = chapter.MODEL_FOR[sens.dataset.iloc[0]]
-    columns = (
-        [("alpha", a, (sens.alpha == a) & (sens.participation == base_scenario.participation) & (sens.model == default_model))
-         for a in sorted(sens.alpha.unique())]
-        + [("participation", r, (sens.alpha == params.alpha) & (sens.participation == r) & (sens.model == default_model))
-           for r in sorted(sens.participation.unique())]
-        + [("model", m, (sens.alpha == params.alpha) & (sens.participation == base_scenario.participation) & (sens.model == m))
-           for m in sens.model.unique() if m != default_model]
-    )
-    rows = []
-    for varied, value, mask in columns:
-        for algorithm, group in sens[mask].groupby("algorithm", sort=False):
-            rows.append({"algorithm": algorithm, "varied": varied, "value": value,
-                         "cell": report.pm(group.alma.mean() * 100, group.alma.std(ddof=0) * 100, 2)})
-    display(Markdown(f"**Ours** — {sens.dataset.iloc[0]}, n = {base_scenario.clients}, profile {sorted(sens.profile.unique())}"))
-    tables.show(pd.DataFrame(rows).pivot(index="algorithm", columns=["varied", "value"], values="cell"))
+    display(Markdown(f"**Ours** — {sens.dataset.iloc[0]}, n = {chapter.parse_scenarios(params.scenarios)[0].clients}, "
+                     f"profile {sorted(sens.profile.unique())}"))
+    tables.show(chapter.sensitivity_table(sens, params))
 else:
     display(Markdown("Table V is not reproduced in this profile: its `sensitivity_dataset` parameter is empty."))
 
@@ -383,23 +356,17 @@ if records["main"]:
 # n = 20) finds FedCKD better on 17 of 20 clients (practical) and 14 of 20 (pathological).
 
 # %% tags=["hide-input"]
-difference = chapter.per_client_difference(main) if len(main) else pd.DataFrame()
+difference = chapter.fig5_differences(main)
 if len(difference):
-    difference = difference[(difference.seed == 0)
-                            & (difference.clients == difference.groupby("profile").clients.transform("min"))]
     groups = difference.groupby(["profile", "dataset", "setting"], sort=False)
     fig, axes = plots.grid(groups.ngroups, height=2.9)
-    share = []
     for ax, ((profile, dataset, setting), group) in zip(axes, groups):
         values = np.sort(group.difference.to_numpy())[::-1]
         ax.bar(range(len(values)), values, color=np.where(values > 0, "tab:green", "tab:red"))
         ax.axhline(0, color="black", lw=0.8)
         ax.set(title=f"{dataset}, {setting} ({profile})", xlabel="client (sorted)", ylabel="FedCKD − pFedSD (points)")
-        share.append({"profile": profile, "dataset": dataset, "setting": setting, "clients": len(values),
-                      "FedCKD better": int((values > 0).sum()), "equal": int((values == 0).sum()),
-                      "pFedSD better": int((values < 0).sum()), "mean difference": round(float(values.mean()), 2)})
     fig.tight_layout()
-    tables.show(pd.DataFrame(share))
+    tables.show(chapter.per_client_counts(difference))
 else:
     display(Markdown("Fig. 5 is not reproduced in this profile: it needs both pFedSD and FedCKD among its algorithms."))
 
@@ -420,7 +387,7 @@ cells_shown = ledger.show_cell_verdicts(chapter, records["main"] + records["anne
 # ## Robustness to what the paper leaves open
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedCKD's paper leaves the KL's direction, the τ² scaling and the first round (before any historical model exists) unstated, and fixes γ without a search. The
-# robustness grid (`fedckd.ROBUSTNESS`, as data in `fedkd_core/chapters/fedckd.py`) reruns the claims'
+# robustness grid (`fedckd.ROBUSTNESS`, as data in `fedkd_core/chapters/fedckd/robustness.py`) reruns the claims'
 # cells (the reduced profile's Fashion-MNIST cells with pFedSD and FedCKD, 3 seeds) once per alternative reading; the first variant is this chapter's own. For each
 # variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
 # `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants
@@ -447,31 +414,9 @@ robustness_table = robustness.show(chapter, "fedckd")
 # uniform over the classes and a teacher confident in one class, at this chapter's τ and λ.
 
 # %% tags=["hide-input"]
-import torch  # noqa: E402
-from torch.autograd.functional import hessian  # noqa: E402
-
-from fedkd_core.algorithms.fedckd import KL_DIRECTIONS  # noqa: E402
-from fedkd_core.distill import tempered_softmax  # noqa: E402
-
-
-def logit_sharpness(loss_of, classes: int = 10) -> dict:
-    """The largest |gradient| and the largest |Hessian eigenvalue| of ``loss_of`` in the logits, at
-    uniform logits."""
-    student = torch.zeros(classes, requires_grad=True)
-    loss_of(student.view(1, -1)).backward()
-    curvature = torch.linalg.eigvalsh(hessian(lambda z: loss_of(z.view(1, -1)), torch.zeros(classes)))
-    return {"largest |∂loss/∂z|": float(student.grad.abs().max()), "largest curvature": float(curvature.abs().max())}
-
-
 distillation = algorithm_config("pfedsd", {})
-confident_teacher = tempered_softmax(torch.tensor([[40.0] + [-60.0] * 9]), distillation.temperature)
-sharpness = {"CE (label = the teacher's class)": logit_sharpness(
-    lambda z: torch.nn.functional.cross_entropy(z, torch.tensor([0])))}
-for direction, kl in KL_DIRECTIONS.items():
-    sharpness[f"λ·τ²·KL({direction.replace('_', ' ‖ ')})"] = logit_sharpness(
-        lambda z, kl=kl: distillation.lam * kl(z, confident_teacher, distillation.temperature, True))
 display(Markdown(f"τ = {distillation.temperature:g}, λ = {distillation.lam:g}:"))
-tables.show(pd.DataFrame(sharpness).T, digits=3)
+tables.show(chapter.kl_sharpness(distillation.lam, distillation.temperature), digits=3)
 
 # %% tags=["hide-input"]
 divergences = robustness.divergences_by_variant(chapter, chapter.ROBUSTNESS_BASE)

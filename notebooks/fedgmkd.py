@@ -251,11 +251,6 @@ print(f"{len(runs)} runs of this profile ({params.profile}), {len(reduced_record
 KEYS = ["method", "clients", "metric"]
 
 
-def per_profile(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Local and global accuracy of ``frame``'s runs: mean ± std over seeds per cell and profile."""
-    return report.mean_std_per_profile(chapter.long_accuracies(frame), keys, "value")
-
-
 def show(ours_table: pd.DataFrame, paper: pd.DataFrame, keys: list[str], title: str, rows=("method",)) -> pd.DataFrame:
     """The paper's layout: ``rows`` as rows (the methods), the metric and clients (or α) as columns."""
     method = "method" if "method" in keys else ""
@@ -264,7 +259,7 @@ def show(ours_table: pd.DataFrame, paper: pd.DataFrame, keys: list[str], title: 
                                   key_names={"metric": "", "lam": "λ", "gamma": "γ", "alpha": "β ="})
 
 
-table1_ours = per_profile(chapter.table1_rows(ours, params.alpha), KEYS)
+table1_ours = chapter.accuracy_per_profile(chapter.table1_rows(ours, params.alpha), KEYS)
 paper1 = chapter.paper_table1()
 table1 = show(table1_ours, paper1, KEYS, f"Table 1 — CIFAR-10, Dir({params.alpha})")
 
@@ -289,17 +284,8 @@ for dataset, reason in chapter.DATASET_REASON.items():
 # after another on one thread, so a round's time is the sum of its clients' times.
 
 # %% tags=["hide-input"]
-paper_times = chapter.paper_times()
-cost = paper_times[paper_times.dataset == "CIFAR-10"][["method", "seconds", "ratio"]].rename(
-    columns={"seconds": "paper s", "ratio": "paper ratio"})
-if len(ours):
-    ratios = chapter.time_ratios(chapter.table1_rows(ours, params.alpha))
-    several_machines = ratios.groupby("profile").machine.nunique() > 1
-    for (profile, machine, count), group in ratios.groupby(["profile", "machine", "clients"]):
-        label = f"{profile}, {count} clients" + (f", {machine_text(machine)}" if several_machines[profile] else "")
-        cost = cost.merge(group[["method", "seconds_per_client_round", "ratio"]].rename(
-            columns={"seconds_per_client_round": f"{label}: s", "ratio": f"{label}: ratio"}),
-            on="method", how="outer")
+ratios = chapter.time_ratios(chapter.table1_rows(ours, params.alpha)) if len(ours) else None
+cost = chapter.cost_table(ratios)
 machines = sorted({f"{machine_text(r.environment.get('device_name'))} ({r.profile} profile)" for r in records})
 display(Markdown("Measured on: " + (", ".join(machines) if machines else "nothing yet") + "."))
 tables.show(cost.assign(method=cost.method.map(LABELS)), digits=3)
@@ -334,7 +320,7 @@ if len(table6_ours):
 
 # %% tags=["hide-input"]
 KEYS3 = ["method", "alpha", "metric"]
-table3_ours = per_profile(chapter.table3_rows(ours, params.client_counts()[0]), KEYS3)
+table3_ours = chapter.accuracy_per_profile(chapter.table3_rows(ours, params.client_counts()[0]), KEYS3)
 table3 = show(table3_ours, chapter.paper_table3(), KEYS3,
               f"Table 3 — CIFAR-10, {params.client_counts()[0]} clients (paper: unstated, 10 assumed)")
 if len(table3_ours):
@@ -351,8 +337,7 @@ if len(table3_ours):
 
 # %% tags=["hide-input"]
 KEYS5 = ["lam", "gamma", "metric"]
-sensitivity = ours[(ours.method == "fedgmkd") & (ours.clients == params.client_counts()[0]) & (ours.alpha == params.alpha)]
-table5_ours = per_profile(sensitivity, KEYS5)
+table5_ours = chapter.accuracy_per_profile(chapter.table5_rows(ours, params.client_counts()[0], params.alpha), KEYS5)
 table5 = show(table5_ours, chapter.paper_table5(), KEYS5, rows=("lam", "gamma"), title=f"Table 5 — CIFAR-10, {params.client_counts()[0]} clients (paper: 10)")
 
 # %% [markdown]
@@ -397,14 +382,8 @@ if len(shift):
 
 # %% tags=["hide-input"]
 if len(ours):
-    traffic = ours.groupby(["method", "clients"], as_index=False)[["upload_mb", "download_mb"]].mean()
-    fedavg_up = traffic[traffic.method == "fedavg"].set_index("clients").upload_mb
-    traffic["upload vs FedAvg"] = [f"{u / fedavg_up[c]:.3f}×" if c in fedavg_up.index else "—"
-                                   for u, c in zip(traffic.upload_mb, traffic.clients)]
-    tables.show(pd.DataFrame({"method": traffic.method.map(LABELS), "clients": traffic.clients,
-                              "upload (kB per client-round)": 1000 * traffic.upload_mb,
-                              "download (kB per client-round)": 1000 * traffic.download_mb,
-                              "upload vs FedAvg": traffic["upload vs FedAvg"]}), digits=1)
+    traffic = chapter.traffic_table(ours)
+    tables.show(traffic.assign(method=traffic.method.map(LABELS)), digits=1)
 
 # %% [markdown]
 # ## The claims, cell by cell
@@ -421,20 +400,18 @@ cells_shown = ledger.show_cell_verdicts(chapter, records)
 # **Cost.** FedGMKD's time per client-round against FedAvg's, per machine (the paper's ratio beside):
 
 # %% tags=["hide-input"]
-if len(ours):
-    ratios = chapter.time_ratios(chapter.table1_rows(ours, params.alpha))
-    paper_ratio = paper_times[(paper_times.dataset == "CIFAR-10") & (paper_times.method == "fedgmkd")].ratio.iloc[0]
+if ratios is not None:
     display(Markdown(report.markdown_list([
-        f"FedGMKD takes {group.ratio.iloc[0]:.2f}× FedAvg's time per client-round at {count} clients "
-        f"(profile {profile}, on {machine_text(machine)}; paper: {paper_ratio:.2f}×)."
-        for (profile, machine, count), group in ratios[ratios.method == "fedgmkd"].groupby(["profile", "machine", "clients"])])))
+        f"FedGMKD takes {row.ratio:.2f}× FedAvg's time per client-round at {row.clients} clients "
+        f"(profile {row.profile}, on {machine_text(row.machine)}; paper: {row.paper_ratio:.2f}×)."
+        for row in chapter.fedgmkd_cost(ratios).itertuples()])))
 
 
 # %% [markdown]
 # ## Robustness to what the paper leaves open
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedGMKD's paper and released code disagree on DAT's reference, its a, the form of the prediction alignment, gradient clipping and the GMM's component range. The
-# robustness grid (`fedgmkd.ROBUSTNESS`, as data in `fedkd_core/chapters/fedgmkd.py`) reruns the claims'
+# robustness grid (`fedgmkd.ROBUSTNESS`, as data in `fedkd_core/chapters/fedgmkd/robustness.py`) reruns the claims'
 # cells (the reduced profile's Table 1 block, 3 seeds; only FedGMKD reruns, since the baselines do not change) once per alternative reading; the first variant is this chapter's own. For each
 # variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
 # `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants

@@ -45,11 +45,11 @@ local_epochs = 1
 batch_size = 32
 lr = 0.01
 momentum = 0.9
-weight_decay = 2e-4
+weight_decay = 0.0002
 augment = "crop_flip"
 server_epochs = 1
 server_batch_size = 128
-server_lr = 1e-3
+server_lr = 0.001
 temperature = 1.0
 sample_ratio = 0.6
 weighting = "density"
@@ -400,7 +400,7 @@ cells_shown = ledger.show_cell_verdicts(chapter, records)
 # ## Robustness to what the paper leaves open
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedUA's paper states neither the server's optimiser settings, the distillation temperature, the sample ratio of Tables 2-3, nor how the densities become weights. The
-# robustness grid (`fedua.ROBUSTNESS`, as data in `fedkd_core/chapters/fedua.py`) reruns the claims'
+# robustness grid (`fedua.ROBUSTNESS`, as data in `fedkd_core/chapters/fedua/robustness.py`) reruns the claims'
 # cells (the reduced profile's Tables 2 and 3, 3 seeds) once per alternative reading; the first variant is this chapter's own. For each
 # variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
 # `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants

@@ -114,23 +114,6 @@ def plot_rounds(measurement: dict):
     plt.show()
 
 
-def summary(measurement: dict) -> str:
-    """Sentences computed from the measurement: each engine's round time relative to in-process."""
-    frame = pd.DataFrame(measurement["rows"])
-    lines = []
-    for count, group in frame.groupby("clients"):
-        base = group.loc[group.engine == scaling.IN_PROCESS, "later_round_s"].iloc[0]
-        parts = [f"{row.engine}: {row.later_round_s / base:.2f}×" for row in group.itertuples()
-                 if row.engine != scaling.IN_PROCESS]
-        lines.append(f"- **{count} clients**: in-process {base:.2f} s per round; relative to it, " + "; ".join(parts) + ".")
-    overhead = measurement.get("overhead")
-    if overhead:
-        lines.append(f"- **Overhead per message** (zero local epochs, {overhead['clients']} clients, 1 worker): "
-                     f"{overhead['seconds_per_message'] * 1000:.1f} ms ({overhead['flower_round_s']:.2f} s vs "
-                     f"{overhead['in_process_round_s']:.2f} s per round of {overhead['messages_per_round']} messages).")
-    return "\n".join(lines)
-
-
 saved = scaling.saved_measurements()
 if not saved:
     display(Markdown("No committed measurement yet (`results/scaling/` is empty)."))
@@ -139,7 +122,7 @@ for measurement in saved:
     display(Markdown(f"### {machine_text(machine['cpu'], machine['cores'])} ({machine['measured']}, profile `{measurement['profile']}`)"))
     tables.show(scaling.table(measurement), digits=2)
     plot_rounds(measurement)
-    display(Markdown(summary(measurement)))
+    display(Markdown(scaling.summary_text(measurement)))
 
 # %% [markdown]
 # ### What the numbers mean

@@ -100,15 +100,8 @@ fig.tight_layout()
 # deterministic for the seed, so CI checks them.
 
 # %% tags=["hide-input", "nbval-check-output"]
-def skew_summary(parts):
-    hist = partition.class_histograms(labels, parts, 10)
-    share = hist / hist.sum(1, keepdims=True)
-    return {"clients": len(parts), "samples": int(hist.sum()),
-            "largest class share": round(float(share.max(1).mean()), 3),
-            "classes ≥ 5%": round(float((share >= 0.05).sum(1).mean()), 2)}
-
-
-print(pd.DataFrame.from_dict({name: skew_summary(parts) for name, parts in splits.items()}, orient="index").to_string())
+print(pd.DataFrame.from_dict({name: setting.skew_summary(labels, parts) for name, parts in splits.items()},
+                             orient="index").to_string())
 
 # %% [markdown]
 # ## Local vs FedAvg across heterogeneity
@@ -132,13 +125,7 @@ print(f"{len(records)} runs, profile '{params.profile}', "
 # the global model's accuracy measured on each client's local distribution.
 
 # %% tags=["hide-input"]
-keys = ["data.dataset", "data.alpha", "algorithm"]
-alma = report.mean_std(finals, keys, "alma")
-glob = report.mean_std(finals.dropna(subset=["global_acc"]), keys, "global_acc")
-table = alma.assign(ALMA=[report.pm(m, s) for m, s in zip(alma["mean"], alma["std"])])[keys + ["ALMA", "n", "profile"]]
-table = table.merge(glob.assign(**{"global acc": [report.pm(m, s) for m, s in zip(glob["mean"], glob["std"])]})[keys + ["global acc"]],
-                    on=keys, how="left").fillna({"global acc": "—"})
-tables.show(table.rename(columns={"data.dataset": "dataset", "data.alpha": "alpha", "n": "seeds"}))
+tables.show(setting.accuracy_table(finals))
 
 # %% [markdown]
 # Learning curves: ALMA per round, mean over seeds with a ± 1 std band.
@@ -159,10 +146,7 @@ fig.tight_layout()
 # $\alpha$ they say which method reaches the higher final ALMA in this profile.
 
 # %% tags=["hide-input"]
-pivot = alma.pivot_table(index=["data.dataset", "data.alpha"], columns="algorithm", values="mean")
-if {"local", "fedavg"} <= set(pivot.columns):
-    pivot["better"] = np.where(pivot["local"] > pivot["fedavg"], "Local", "FedAvg")
-    pivot["FedAvg global acc"] = glob.set_index(["data.dataset", "data.alpha"])["mean"]
+pivot = setting.local_vs_fedavg(finals)
 tables.show(pivot, digits=1)
 
 chance = 100 / 10

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fedkd_core.aggregate import weighted_average
-from fedkd_core.algorithms.base import message_bytes
+from fedkd_core.algorithms.shapes.base import message_bytes
 
 
 def test_weighted_average_equals_the_sample_size_weighted_mean():

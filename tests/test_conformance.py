@@ -13,7 +13,7 @@ import torch
 
 from fedkd_core import algorithms
 from fedkd_core.algorithms import ALGORITHMS, REGISTERED_ENV, register
-from fedkd_core.algorithms.base import parameters_message
+from fedkd_core.algorithms.shapes.base import parameters_message
 from fedkd_core.algorithms.fedavg import FedAvg
 from fedkd_core.conformance import (CHECKS, FAILED, PASSED, SKIPPED, ConformanceError, check, majority_scores,
                                     tiny_config)

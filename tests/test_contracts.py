@@ -67,3 +67,17 @@ def test_a_need_the_runs_lack_is_named_with_what_to_do():
     with pytest.raises(ValueError, match="unknown NEEDS \\['gpu'\\]; the known ones are"):
         check_needs("mine", {"gpu"}, [])
     assert set(NEEDS) == {"transfer_set", "full_participation"}
+
+
+def test_the_round_shapes_stand_apart_from_the_methods():
+    """``ALGORITHMS`` names methods only; each method's round is one of the shapes in ``shapes/``."""
+    from fedkd_core.algorithms import ALGORITHMS, SHAPES, shape_of
+
+    assert not set(SHAPES.values()) & set(ALGORITHMS.values())
+    assert all(cls.__module__.startswith("fedkd_core.algorithms.shapes.") for cls in SHAPES.values())
+    assert not any(cls.__module__.startswith("fedkd_core.algorithms.shapes.") for cls in ALGORITHMS.values())
+    assert {name: shape_of(ALGORITHMS[name]) for name in ("pfedme", "feddf", "fedprox", "fpl", "fedper", "knfu")} == {
+        "pfedme": "algorithm", "feddf": "algorithm", "fedprox": "from_global", "fpl": "from_global",
+        "fedper": "partial_sharing", "knfu": "transfer_distillation"}
+    with pytest.raises(ValueError, match="no round shape"):
+        shape_of(int)

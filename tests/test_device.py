@@ -160,7 +160,7 @@ def test_every_algorithm_runs_device_clean_on_the_stand_in_device(algorithm):
 def test_a_transfer_sample_mask_is_applied_without_a_host_sync():
     """KnFu's and FedMD's replies keep every sample: no mask at all, the same loss as an all-True
     mask, bit for bit; Selective-FD's mask on a device: a masked sum, equal to gathering the kept rows."""
-    from fedkd_core.algorithms.transfer_kd import distillation_loss
+    from fedkd_core.algorithms.shapes.transfer_kd import distillation_loss
 
     generator = torch.Generator().manual_seed(0)
     logits, labels = torch.randn(6, 4, generator=generator), torch.tensor([0, 1, 2, 3, 0, 1])
@@ -178,7 +178,7 @@ def test_a_transfer_sample_mask_is_applied_without_a_host_sync():
 
 def modules_of(algorithm) -> list[torch.nn.Module]:
     """Every model an algorithm holds: attributes, and the values of its dicts and PersonalModels."""
-    from fedkd_core.algorithms.base import PersonalModels
+    from fedkd_core.algorithms.shapes.base import PersonalModels
 
     found = []
     for value in vars(algorithm).values():
@@ -205,9 +205,10 @@ def test_no_model_keeps_gradients_between_rounds(algorithm):
 def test_chapter_helpers_run_on_the_stand_in_device(monkeypatch):
     """The chapters' own loops (KnFu's fusion example, FedCKD's forgetting trace) on the device."""
     from fedkd_core.chapters import fedckd, knfu
+    from fedkd_core.chapters.fedckd import analysis as fedckd_analysis
 
-    for chapter in (knfu, fedckd):
-        monkeypatch.setattr(chapter, "default_device", lambda: STAND_IN)
+    for module in (knfu, fedckd_analysis):  # where each loop looks its device up
+        monkeypatch.setattr(module, "default_device", lambda: STAND_IN)
     with DeviceCheck():
         example = knfu.fusion_example(knfu.Params(num_clients=3, example_size=20,
                                                   local_test_size=10, mixed_precision=False))

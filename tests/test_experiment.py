@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from fedkd_core.algorithms.base import message_bytes, parameters_message
+from fedkd_core.algorithms.shapes.base import message_bytes, parameters_message
 from fedkd_core.experiment import ExperimentConfig, simulate
 from fedkd_core.federation import DataConfig
 from fedkd_core.models import InputShape, make_model

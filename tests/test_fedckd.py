@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch.nn import functional as F
@@ -162,7 +162,7 @@ def test_bad_chapter_parameters_raise(field, value):
         chapter.Params(**{field: value})
 
 
-def test_chapter_grids_and_paper_tables():
+def test_chapter_grids():
     params = chapter.Params(datasets="fashion_mnist,cifar10", settings="practical,pathological",
                             scenarios="20:1.0:50,100:0.1:100", algorithms=",".join(chapter.METHODS), seeds=3,
                             annealing_datasets="cifar10", sensitivity_dataset="cifar10")
@@ -171,10 +171,7 @@ def test_chapter_grids_and_paper_tables():
     assert {c.algorithm_params.get("gamma") for c in chapter.annealing_grid(params)} == {0.99, 1.0}
     assert len(chapter.sensitivity_grid(params)) == 8 * 8 * 3
     assert len(chapter.experiments(params)) < len(chapter.main_grid(params)) + 2 * 3 + 8 * 8 * 3  # deduplicated
-    table1 = chapter.paper_accuracy_table("practical")
-    assert len(table1) == 48 and np.isclose(table1.query("dataset == 'cifar10' and clients == 100 and "
-                                                         "algorithm == 'fedckd'")["mean"].item(), 81.41)
-    assert len(chapter.paper_table5()) == 64 and len(chapter.paper_table3()) == 18
+    # the paper's tables, cell by cell: tests/test_paper_tables.py
 
 
 def test_reduced_records_stand_in_for_cells_of_the_same_method_only():
@@ -216,7 +213,7 @@ def test_a_table5_cell_that_is_a_reduced_main_cell_is_shown_not_dropped():
     assert plan["main"] == (stored["main"], [])
 
 
-def test_the_paper_scale_fashion_mnist_yaml_is_the_chapters_constant_and_the_full_profiles_keys():
+def test_the_paper_scale_fashion_mnist_column_has_the_full_profiles_keys():
     """The n = 100 column's sweep writes records the full paper profile would write (same keys),
     and the ledger reads exactly them."""
     from pathlib import Path
@@ -226,8 +223,7 @@ def test_the_paper_scale_fashion_mnist_yaml_is_the_chapters_constant_and_the_ful
     from fedkd_core.results import config_hash
 
     params_dir = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "paper"
-    column = chapter.Params(**yaml.safe_load((params_dir / "fedckd_fmnist100.yaml").read_text()))
-    assert column == chapter.PAPER_FMNIST100
+    column = chapter.PAPER_FMNIST100  # notebooks/params/paper/fedckd_fmnist100.yaml (tests/test_profiles.py)
     full = chapter.Params(**yaml.safe_load((params_dir / "fedckd.yaml").read_text()))
     grid = chapter.grids(column)
     main = {config_hash(c) for c in grid["main"]}
@@ -255,3 +251,72 @@ def test_the_five_seed_reduced_yaml_adds_seeds_that_the_ledger_reads():
     read = {config_hash(c) for grid in chapter.grids(replace(chapter.REDUCED_PROFILE, seeds=chapter.READ_SEEDS)).values()
             for c in grid}
     assert {config_hash(c) for c in added} <= read
+
+
+# --- the chapter's tables from hand-made summary rows ---------------------------------------------
+
+def summary_rows(**columns) -> pd.DataFrame:
+    """:func:`chapter.summary`-like rows: ``columns`` as lists, the rest at one cell's values."""
+    count = len(next(iter(columns.values())))
+    base = {"profile": "reduced", "dataset": "fashion_mnist", "setting": "practical", "clients": 20, "participation": 1.0,
+            "alpha": 0.1, "model": "pfedsd_cnn_mnist", "algorithm": "fedckd", "gamma": None, "seed": 0, "rounds": 15}
+    return pd.DataFrame({**{key: [value] * count for key, value in base.items()}, **columns})
+
+
+def test_fairness_table_keeps_each_profiles_largest_practical_scale_beside_the_papers():
+    main = summary_rows(profile=["reduced", "reduced", "reduced", "paper", "paper"],
+                        setting=["practical", "practical", "pathological", "practical", "practical"],
+                        clients=[20, 20, 20, 20, 100], seed=[0, 1, 0, 0, 0],
+                        alma=[0.9, 0.8, 0.1, 0.1, 0.7], client_std=[0.1, 0.2, 0.5, 0.5, 0.04])
+    table = chapter.fairness_table(main)
+    assert table.to_dict("records") == [
+        {"dataset": "fashion_mnist", "clients": 20, "algorithm": "FedCKD", "ours": "85.00 ± 15.00",
+         "paper (n = 100)": "96.03 ± 3.98", "profile": "reduced"},
+        {"dataset": "fashion_mnist", "clients": 100, "algorithm": "FedCKD", "ours": "70.00 ± 4.00",
+         "paper (n = 100)": "96.03 ± 3.98", "profile": "paper"}]
+
+
+def test_annealing_gain_is_fedckd_with_annealing_minus_without_per_profile_and_dataset():
+    runs = summary_rows(gamma=[0.99, 0.99, 1.0, 1.0], seed=[0, 1, 0, 1], alma=[0.93, 0.95, 0.90, 0.92])
+    table = chapter.annealing_table(runs)
+    assert table.set_index("annealing")["mean"].to_dict() == pytest.approx({True: 94.0, False: 91.0})
+    gains = chapter.annealing_gains(table)
+    assert gains[["profile", "dataset"]].values.tolist() == [["reduced", "fashion_mnist"]]
+    assert gains.gain.tolist() == pytest.approx([3.0])
+
+
+def test_sensitivity_table_puts_each_run_in_the_one_column_it_varies():
+    params = chapter.Params(scenarios="20:1.0:15", alpha=0.1)
+    runs = summary_rows(alpha=[0.1, 1.0, 0.1, 0.1], participation=[1.0, 1.0, 0.5, 1.0],
+                        model=["pfedsd_cnn_mnist", "pfedsd_cnn_mnist", "pfedsd_cnn_mnist", "resnet8"],
+                        alma=[0.50, 0.60, 0.70, 0.80])
+    table = chapter.sensitivity_table(runs, params)
+    assert table.loc["fedckd"].to_dict() == {("alpha", 0.1): "50.00 ± 0.00", ("alpha", 1.0): "60.00 ± 0.00",
+                                             ("participation", 0.5): "70.00 ± 0.00",
+                                             ("participation", 1.0): "50.00 ± 0.00", ("model", "resnet8"): "80.00 ± 0.00"}
+
+
+def test_fig5_counts_the_clients_of_seed_0_at_each_profiles_smallest_scale():
+    accuracies = {("fedckd", 0, 3): [0.9, 0.5, 0.7], ("pfedsd", 0, 3): [0.8, 0.6, 0.7],
+                  ("fedckd", 1, 3): [0.9, 0.9, 0.9], ("pfedsd", 1, 3): [0.1, 0.1, 0.1],
+                  ("fedckd", 0, 5): [0.9] * 5, ("pfedsd", 0, 5): [0.1] * 5}
+    main = summary_rows(algorithm=[a for a, _, _ in accuracies], seed=[s for _, s, _ in accuracies],
+                        clients=[n for _, _, n in accuracies], gamma=[0.99 if a == "fedckd" else None for a, _, _ in accuracies],
+                        client_accuracies=list(accuracies.values()))
+    counts = chapter.per_client_counts(chapter.fig5_differences(main))
+    assert counts.drop(columns=["profile", "dataset", "setting"]).to_dict("records") == [
+        {"clients": 3, "FedCKD better": 1, "equal": 1, "pFedSD better": 1, "mean difference": 0.0}]
+
+
+def test_cross_entropy_at_uniform_logits_has_the_gradient_and_curvature_worked_by_hand():
+    """softmax − onehot = 1/C − 1 at the label; Hessian diag(p) − pp^T: eigenvalues 1/C and 0."""
+    ce = chapter.logit_sharpness(lambda z: F.cross_entropy(z, torch.tensor([0])), classes=4)
+    assert ce == pytest.approx({"largest |∂loss/∂z|": 0.75, "largest curvature": 0.25})
+
+
+def test_the_literal_kl_direction_is_steeper_than_hintons_which_stays_within_lambda_tau():
+    table = chapter.kl_sharpness(lam=0.5, temperature=3.0)
+    hinton, literal = table.loc["λ·τ²·KL(teacher ‖ student)"], table.loc["λ·τ²·KL(student ‖ teacher)"]
+    assert hinton["largest |∂loss/∂z|"] <= 0.5 * 3.0 + 1e-6
+    assert literal["largest |∂loss/∂z|"] > 2 * hinton["largest |∂loss/∂z|"]
+    assert literal["largest curvature"] > 10 * hinton["largest curvature"]

@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
-from fedkd_core.algorithms.base import message_bytes, parameters_message
+from fedkd_core.algorithms.shapes.base import message_bytes, parameters_message
 from fedkd_core.algorithms.fedgen import (
     Generator, diversity_loss, generative_weight, label_weights, teacher_loss,
 )

@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 import fedkd_core.algorithms.fedgmkd as module
 from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
-from fedkd_core.algorithms.base import message_bytes, parameters_message
+from fedkd_core.algorithms.shapes.base import message_bytes, parameters_message
 from fedkd_core.algorithms.fedgmkd import (
     FedGMKDConfig, GlobalKnowledge, aggregate_knowledge, class_prototypes, code_model_weights,
     discrepancy_aware_weights, eq5_prototype, fedgmkd_loss, kl_rows, relu_adjusted_weights)

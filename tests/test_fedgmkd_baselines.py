@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
 from fedkd_core.algorithms import fedmd_avg as fedmd_module
 from fedkd_core.algorithms import fedproto as fedproto_module
-from fedkd_core.algorithms.base import message_bytes, parameters_message
+from fedkd_core.algorithms.shapes.base import message_bytes, parameters_message
 from fedkd_core.algorithms.fedmd_avg import TransferBatches, consensus, fedmd_loss
 from fedkd_core.algorithms.fedproto import class_means, mean_over_holders, prototype_alignment
 from fedkd_core.algorithms.fpl import (class_mean_prototypes, cluster_prototypes, finch_last_partition,

@@ -16,11 +16,6 @@ from fedkd_core.chapters import fedgmkd as chapter
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_reduced_yaml_is_the_reduced_profile():
-    path = ROOT / "notebooks" / "params" / "reduced" / "fedgmkd.yaml"
-    assert chapter.Params(**yaml.safe_load(path.read_text())) == chapter.REDUCED_PROFILE
-
-
 @pytest.mark.parametrize("profile", ["quick", "paper"])
 def test_profiles_load_and_run_the_reduced_method(profile):
     params = chapter.Params(**yaml.safe_load((ROOT / "notebooks" / "params" / profile / "fedgmkd.yaml").read_text()))
@@ -87,15 +82,11 @@ def test_bad_chapter_parameters_are_clear_errors(overrides, message):
         chapter.Params(**overrides)
 
 
-def test_paper_tables_hold_the_transcribed_numbers():
-    table1 = chapter.paper_table1()
-    assert len(table1) == 54
-    cell = table1.set_index(["method", "clients", "metric"])["mean"]
-    assert cell[("fedgmkd", 50, "global")] == 60.31 and cell[("fedavg", 10, "local")] == 55.75
+def test_paper_times_are_ratios_to_fedavgs_on_the_same_dataset():
+    """The paper's tables, cell by cell: tests/test_paper_tables.py."""
     # the notes' ratios of FedGMKD's time to FedAvg's: 2.54 (CIFAR-10), 1.86 (SVHN), 2.84 (CIFAR-100)
     times = chapter.paper_times().set_index(["dataset", "method"]).ratio
     assert [round(times[(d, "fedgmkd")], 2) for d in ("CIFAR-10", "SVHN", "CIFAR-100")] == [2.54, 1.86, 2.84]
-    assert len(chapter.paper_table5()) == 22 and len(chapter.paper_table6()) == 12 and len(chapter.paper_table3()) == 16
 
 
 def sign_counts(frame):
@@ -200,3 +191,54 @@ def test_a_bad_parameter_through_papermill_is_one_clear_error(tmp_path):
                          parameters={"methods": "fedavg,fedgmkdd"}, progress_bar=False)
     assert error.value.ename == "ValueError"
     assert "methods must be among" in error.value.evalue
+
+
+# --- the chapter's tables from hand-made summary rows ---------------------------------------------
+
+def summary_rows(**columns) -> pd.DataFrame:
+    """:func:`chapter.summary`-like rows: ``columns`` as lists, the rest at one cell's values."""
+    count = len(next(iter(columns.values())))
+    base = {"method": "fedgmkd", "clients": 10, "alpha": 0.5, "lam": 0.06, "gamma": 0.06, "seed": 0, "rounds": 15,
+            "local": 0.6, "global": 0.5, "seconds_per_client_round": 1.0, "upload_mb": 1.0, "download_mb": 1.0,
+            "profile": "reduced", "precision": "fp32", "machine": "AMD EPYC (family 25 model 17, AVX512-BF16)"}
+    return pd.DataFrame({**{key: [value] * count for key, value in base.items()}, **columns})
+
+
+def test_table5_rows_are_fedgmkd_at_the_first_client_count_and_alpha_at_every_weight_pair():
+    frame = summary_rows(method=["fedgmkd", "fedgmkd", "fedgmkd", "fedavg", "fedgmkd"], clients=[10, 10, 20, 10, 10],
+                         alpha=[0.5, 0.5, 0.5, 0.5, 0.2], lam=[0.06, 0.0, 0.06, None, 0.06])
+    assert chapter.table5_rows(frame, 10, 0.5).index.tolist() == [0, 1]
+
+
+def test_accuracy_per_profile_gives_mean_and_std_over_seeds_per_metric():
+    frame = summary_rows(seed=[0, 1], local=[0.6, 0.8], **{"global": [0.4, 0.5]})
+    table = chapter.accuracy_per_profile(frame, ["method", "clients", "metric"]).set_index("metric")
+    assert table.loc["local", ["mean", "std"]].tolist() == pytest.approx([70.0, 10.0])
+    assert table.loc["global", ["mean", "std"]].tolist() == pytest.approx([45.0, 5.0])
+
+
+def test_cost_table_sets_each_profiles_ratio_beside_the_papers_and_names_machines_only_where_several():
+    zen, zen4 = "AMD EPYC (family 23 model 1, AVX2)", "AMD EPYC (family 25 model 17, AVX512-BF16)"
+    ratios = pd.DataFrame({"profile": ["reduced"] * 4 + ["quick"] * 2, "machine": [zen, zen, zen4, zen4, zen, zen],
+                           "clients": [10] * 6, "method": ["fedavg", "fedgmkd"] * 3,
+                           "seconds_per_client_round": [1.0, 3.0, 0.5, 1.0, 2.0, 5.0]})
+    ratios = ratios.assign(ratio=[1.0, 3.0, 1.0, 2.0, 1.0, 2.5])
+    cost = chapter.cost_table(ratios).set_index("method")
+    assert cost.loc["fedgmkd", "paper s"] == 251.55 and cost.loc["fedgmkd", "paper ratio"] == pytest.approx(251.55 / 98.94)
+    assert cost.loc["fedgmkd", "reduced, 10 clients, AMD EPYC Zen: ratio"] == 3.0
+    assert cost.loc["fedgmkd", "reduced, 10 clients, AMD EPYC Zen 4: ratio"] == 2.0
+    assert cost.loc["fedgmkd", "quick, 10 clients: ratio"] == 2.5  # one machine: not named
+    assert chapter.cost_table(None).columns.tolist() == ["method", "paper s", "paper ratio"]
+    gmkd = chapter.fedgmkd_cost(ratios)
+    assert gmkd[["profile", "clients", "ratio"]].values.tolist() == [["quick", 10, 2.5], ["reduced", 10, 3.0],
+                                                                     ["reduced", 10, 2.0]]
+    assert gmkd.paper_ratio.tolist() == pytest.approx([251.55 / 98.94] * 3)
+
+
+def test_traffic_is_kilobytes_per_client_round_and_the_upload_against_fedavgs_at_the_same_count():
+    frame = summary_rows(method=["fedavg", "fedgmkd", "fedgmkd", "fedgmkd"], clients=[10, 10, 10, 20],
+                         upload_mb=[2.0, 2.1, 2.3, 5.0], download_mb=[2.0, 2.0, 2.0, 2.0])
+    traffic = chapter.traffic_table(frame).set_index(["method", "clients"])
+    assert traffic.loc[("fedgmkd", 10), "upload (kB per client-round)"] == pytest.approx(2200.0)
+    assert traffic.loc[("fedgmkd", 10), "upload vs FedAvg"] == "1.100×"
+    assert traffic.loc[("fedgmkd", 20), "upload vs FedAvg"] == "—"

@@ -11,7 +11,7 @@ from fedkd_core.algorithms.knfu import DISTANCE_EPSILON, fuse_knowledge
 from fedkd_core.algorithms.selective_fd import (
     client_selection, entropy, fit_kulsif, gaussian_kernel, selective_ensemble, server_selection,
 )
-from fedkd_core.algorithms.transfer_kd import distillation_loss
+from fedkd_core.algorithms.shapes.transfer_kd import distillation_loss
 from fedkd_core.chapters import knfu as chapter
 
 

@@ -71,6 +71,38 @@ def test_bad_parameters_through_papermill_give_one_clear_error(tmp_path, paramet
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
+def test_parameters_cell_is_written_from_the_chapters_params(chapter):
+    """tools/sync_notebooks.py writes it: one `name = default` line per field of Params, in order."""
+    from fedkd_core.chapters import chapter_module, parameters_cell
+
+    source = jupytext.read(NOTEBOOKS / f"{chapter}.py")
+    cell = next(c for c in source.cells if "parameters" in c.metadata.get("tags", []))
+    assert cell.source.strip() == parameters_cell(chapter_module(chapter).Params), \
+        "run: .venv/bin/python tools/sync_notebooks.py " + chapter
+
+
+def test_a_parameters_cell_is_python_that_sets_every_field_to_its_default():
+    import dataclasses
+
+    from fedkd_core.chapters import parameters_cell
+
+    @dataclasses.dataclass(frozen=True)
+    class Params:
+        profile: str = "smoke"
+        alphas: str = ""
+        lr: float = 1e-5
+        seeds: int = 2
+        mixed_precision: bool | str = "auto"
+        reuse: bool = False
+
+    namespace: dict = {}
+    exec(parameters_cell(Params), namespace)
+    assert {k: namespace[k] for k in ("profile", "alphas", "lr", "seeds", "mixed_precision", "reuse")} == \
+        dataclasses.asdict(Params())
+    assert parameters_cell(Params).splitlines()[0] == 'profile = "smoke"'
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_parameters_cell_defaults_are_the_chapters_smoke_params(chapter):
     import dataclasses
 

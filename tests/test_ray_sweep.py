@@ -14,7 +14,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[flower]'): the Ray sweep is untested")
 
-from fedkd_core import claims, ray_sweep, sweep  # noqa: E402
+from fedkd_core import leases, ray_sweep, sweep  # noqa: E402
 from fedkd_core.experiment import ExperimentConfig, RunDiverged  # noqa: E402
 from fedkd_core.federation import DataConfig  # noqa: E402
 from fedkd_core.results import config_hash, load_record, run_experiment  # noqa: E402
@@ -172,8 +172,8 @@ def test_runs_claimed_by_a_live_worker_are_left_to_it(cluster, results, capsys):
     from fedkd_core.results import results_dir
 
     held = replace(TINY, seed=8)
-    claim = claims.claim_path(results_dir(), "smoke", config_hash(held))
-    assert claims.try_claim(claim)  # this live process: as another sweep's worker would
+    claim = leases.claim_path(results_dir(), "smoke", config_hash(held))
+    assert leases.try_claim(claim)  # this live process: as another sweep's worker would
     assert ray_sweep.run_on_ray([held], "smoke", ray_sweep.RayOptions("local")) == 0
     assert load_record(held) is None and claim.exists()
 

@@ -217,7 +217,7 @@ def test_a_run_interrupted_after_round_2_resumes_with_the_numbers_of_an_uninterr
                                                                                           monkeypatch):
     from dataclasses import replace
 
-    from fedkd_core.claims import state_path
+    from fedkd_core.leases import state_path
 
     config = replace(RESUMED, algorithm=algorithm)
     whole = results.run_experiment(config, root=tmp_path / "whole", progress=False)
@@ -233,3 +233,20 @@ def test_a_run_interrupted_after_round_2_resumes_with_the_numbers_of_an_uninterr
     assert {k: resumed.timings[k] for k in ("bytes_up", "bytes_down")} == \
         {k: whole.timings[k] for k in ("bytes_up", "bytes_down")}
     assert not state.exists()  # deleted once the record is written
+
+
+def test_a_checkpoint_written_before_the_round_shapes_moved_still_loads():
+    """A state pickled when the shapes were ``fedkd_core.algorithms.<module>`` loads from ``shapes/``."""
+    import io
+    import pickle
+
+    from fedkd_core.algorithms.shapes.transfer_kd import TransferKDConfig
+    from fedkd_core.checkpoint import _StateUnpickler
+
+    config = TransferKDConfig(lam=0.25)
+    saved = pickle.dumps(config, protocol=0).replace(b"fedkd_core.algorithms.shapes.transfer_kd",
+                                                     b"fedkd_core.algorithms.transfer_kd")
+    assert b"fedkd_core.algorithms.transfer_kd\n" in saved
+    with pytest.raises(ModuleNotFoundError):
+        pickle.loads(saved)  # the old path is gone: only the checkpoint's unpickler maps it
+    assert _StateUnpickler(io.BytesIO(saved), ctx=None).load() == config

@@ -36,3 +36,20 @@ def test_bad_parameters_are_named(field, value, message):
 
 def test_the_sweep_has_nothing_to_run_for_this_page():
     assert scaling.experiments(scaling.Params()) == []
+
+
+def test_the_summary_gives_each_engines_round_time_relative_to_in_process_and_the_overhead():
+    measurement = {"rows": [
+        {"engine": "in-process", "clients": 20, "later_round_s": 2.0},
+        {"engine": "flower, 1 worker", "clients": 20, "later_round_s": 3.0},
+        {"engine": "flower, 2 workers", "clients": 20, "later_round_s": 1.5},
+        {"engine": "in-process", "clients": 100, "later_round_s": 10.0},
+        {"engine": "flower, 1 worker", "clients": 100, "later_round_s": 12.5}],
+        "overhead": {"clients": 100, "messages_per_round": 200, "in_process_round_s": 0.5, "flower_round_s": 1.3,
+                     "seconds_per_message": 0.004}}
+    assert scaling.summary_text(measurement).splitlines() == [
+        "- **20 clients**: in-process 2.00 s per round; relative to it, flower, 1 worker: 1.50×; flower, 2 workers: 0.75×.",
+        "- **100 clients**: in-process 10.00 s per round; relative to it, flower, 1 worker: 1.25×.",
+        "- **Overhead per message** (zero local epochs, 100 clients, 1 worker): 4.0 ms (1.30 s vs 0.50 s per round of "
+        "200 messages)."]
+    assert len(scaling.summary_text({**measurement, "overhead": None}).splitlines()) == 2

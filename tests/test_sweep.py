@@ -9,35 +9,35 @@ import time
 
 import pytest
 
-from fedkd_core import claims, sweep
+from fedkd_core import leases, sweep
 from fedkd_core.results import config_hash, load_record
 
 
 def test_a_claim_is_held_by_one_worker_until_released(tmp_path):
-    path = claims.claim_path(tmp_path, "paper", "abc")
-    assert claims.try_claim(path)
-    assert not claims.try_claim(path)  # held by this live process
-    claims.release(path)
-    assert claims.try_claim(path)
+    path = leases.claim_path(tmp_path, "paper", "abc")
+    assert leases.try_claim(path)
+    assert not leases.try_claim(path)  # held by this live process
+    leases.release(path)
+    assert leases.try_claim(path)
 
 
 def test_the_claim_of_a_dead_worker_is_stale_and_taken_over(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    path = claims.claim_path(tmp_path, "paper", "abc")
+    path = leases.claim_path(tmp_path, "paper", "abc")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"pid": int(dead.stdout), "host": socket.gethostname(), "started": 0}))
-    assert claims.is_stale(path)
-    assert claims.try_claim(path)
+    assert leases.is_stale(path)
+    assert leases.try_claim(path)
     assert json.loads(path.read_text())["pid"] == os.getpid()
 
 
 def test_a_claim_from_another_host_is_stale_only_when_old(tmp_path):
-    path = claims.claim_path(tmp_path, "paper", "abc")
+    path = leases.claim_path(tmp_path, "paper", "abc")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"pid": 1, "host": "elsewhere", "started": 0}))
-    assert not claims.is_stale(path, stale_after=3600)
+    assert not leases.is_stale(path, stale_after=3600)
     os.utime(path, (0, 0))
-    assert claims.is_stale(path, stale_after=3600)
+    assert leases.is_stale(path, stale_after=3600)
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_two_workers_run_every_run_of_the_grid_exactly_once(smoke_grid, tmp_path
 def test_dry_run_counts_live_claims_apart_from_what_is_left(smoke_grid, tmp_path, capsys):
     params, configs = sweep.load_grid("setting", smoke_grid)
     from fedkd_core.results import config_hash, results_dir
-    assert claims.try_claim(claims.claim_path(results_dir(), params.profile, config_hash(configs[0])))
+    assert leases.try_claim(leases.claim_path(results_dir(), params.profile, config_hash(configs[0])))
     sweep.main(["setting", "--params", str(smoke_grid), "--dry-run"])
     assert f"0 done, 1 claimed by running workers, {len(configs) - 1} left" in capsys.readouterr().out
 
@@ -72,7 +72,7 @@ def test_the_dry_run_says_which_runs_resume_from_a_checkpoint(smoke_grid, capsys
     from fedkd_core.results import config_hash, results_dir
     sweep.main(["setting", "--params", str(smoke_grid), "--dry-run"])
     assert "checkpoint" not in capsys.readouterr().out
-    state = claims.state_path(results_dir(), params.profile, config_hash(configs[1]))
+    state = leases.state_path(results_dir(), params.profile, config_hash(configs[1]))
     state.parent.mkdir(parents=True, exist_ok=True)
     state.write_bytes(b"saved")
     sweep.main(["setting", "--params", str(smoke_grid), "--dry-run"])
@@ -85,22 +85,22 @@ def test_workers_must_be_positive(smoke_grid):
 
 
 def test_a_claim_whose_pid_now_belongs_to_another_process_is_stale(tmp_path):
-    path = claims.claim_path(tmp_path, "paper", "abc")
+    path = leases.claim_path(tmp_path, "paper", "abc")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"pid": os.getpid(), "process_start": -1, "host": socket.gethostname(), "started": 0}))
-    assert claims.is_stale(path)  # same pid, other start time: the pid was reused after a restart
+    assert leases.is_stale(path)  # same pid, other start time: the pid was reused after a restart
 
 
 def test_release_never_deletes_another_workers_claim(tmp_path):
-    path = claims.claim_path(tmp_path, "paper", "abc")
+    path = leases.claim_path(tmp_path, "paper", "abc")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"pid": 1, "host": socket.gethostname(), "started": 0}))
-    claims.release(path)
+    leases.release(path)
     assert path.exists()
 
 
 def test_a_stale_claim_taken_over_by_another_worker_first_is_given_back(tmp_path, monkeypatch):
-    path = claims.claim_path(tmp_path, "paper", "abc")
+    path = leases.claim_path(tmp_path, "paper", "abc")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"pid": -5, "host": socket.gethostname(), "started": 0}))  # a dead worker's
     other = json.dumps({"pid": 1, "host": socket.gethostname(), "started": 1})  # a live worker's claim
@@ -110,8 +110,8 @@ def test_a_stale_claim_taken_over_by_another_worker_first_is_given_back(tmp_path
         path.write_text(other)  # between our judgement and our rename, another worker took it over
         real_rename(src, dst)
 
-    monkeypatch.setattr(claims.os, "rename", rename_after_another_worker_took_over)
-    assert not claims.try_claim(path)
+    monkeypatch.setattr(leases.os, "rename", rename_after_another_worker_took_over)
+    assert not leases.try_claim(path)
     assert path.read_text() == other  # the other worker's claim is back in place
 
 
@@ -231,24 +231,24 @@ def test_a_run_that_diverges_is_stored_reported_and_the_sweep_goes_on(tmp_path, 
 
 
 def test_a_claim_from_another_host_with_a_heartbeat_is_stale_after_missed_beats(tmp_path):
-    path = claims.claim_path(tmp_path, "paper", "abc")
+    path = leases.claim_path(tmp_path, "paper", "abc")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"pid": 1, "host": "elsewhere", "started": 0, "heartbeat": 60.0}))
-    beat = time.time() - 60.0 * (claims.MISSED_BEATS - 1)  # a few beats missed: maybe a slow disk
+    beat = time.time() - 60.0 * (leases.MISSED_BEATS - 1)  # a few beats missed: maybe a slow disk
     os.utime(path, (beat, beat))
-    assert not claims.is_stale(path)
-    beat = time.time() - 60.0 * (claims.MISSED_BEATS + 1)  # the host or its worker is gone
+    assert not leases.is_stale(path)
+    beat = time.time() - 60.0 * (leases.MISSED_BEATS + 1)  # the host or its worker is gone
     os.utime(path, (beat, beat))
-    assert claims.is_stale(path)  # not 24 hours later
+    assert leases.is_stale(path)  # not 24 hours later
 
 
 def test_a_heartbeat_touches_the_claims_it_holds_and_no_other(tmp_path):
-    held, released, gone = (claims.claim_path(tmp_path, "paper", key) for key in ("held", "released", "gone"))
-    assert claims.try_claim(held, heartbeat=0.05) and claims.try_claim(released) and claims.try_claim(gone)
+    held, released, gone = (leases.claim_path(tmp_path, "paper", key) for key in ("held", "released", "gone"))
+    assert leases.try_claim(held, heartbeat=0.05) and leases.try_claim(released) and leases.try_claim(gone)
     assert json.loads(held.read_text())["heartbeat"] == 0.05
     for path in (held, released, gone):
         os.utime(path, (0, 0))
-    with claims.Heartbeat(every=0.05) as heartbeat:
+    with leases.Heartbeat(every=0.05) as heartbeat:
         for path in (held, released, gone):
             heartbeat.add(path)
         heartbeat.discard(released)

@@ -1,4 +1,9 @@
-"""Algorithms by name: a plain dict from name to class (each class carries its ``Config``).
+"""Algorithms by name: a plain dict from a method's name to its class (each carries its ``Config``).
+
+Two kinds of module live here: the *methods* (one module each beside this file, e.g. ``fedavg``,
+``knfu``), which :data:`ALGORITHMS` names and a run's ``algorithm`` picks, and the *round shapes*
+they build on (``shapes/``: :data:`SHAPES`, the base :class:`Algorithm`, ``FromGlobal``,
+``PartialSharing``, ``TransferDistillation``), which are templates and never run by name.
 
 A method from outside the package joins with :func:`register`; the contract it must meet is
 :class:`fedkd_core.contracts.AlgorithmProtocol` and ``fedkd_core.conformance.check`` tests it.
@@ -11,7 +16,7 @@ import importlib
 import os
 import warnings
 
-from .base import Algorithm, Context
+from .shapes import SHAPES, Algorithm, Context, shape_of
 from .fedavg import FedAvg
 from .local import Local
 from .fedckd import FedCKD
@@ -35,6 +40,7 @@ from .fedproto import FedProto
 from .fpl import FPL
 from .fedmd_avg import FedMDAvg
 
+# The methods by name (the name is a run's ``algorithm`` and its records' folder).
 ALGORITHMS: dict[str, type[Algorithm]] = {
     "local": Local,
     "fedavg": FedAvg,
@@ -162,7 +168,8 @@ def register_announced(environ=os.environ) -> None:
                           stacklevel=2)
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "Context", "algorithm_class", "algorithm_config", "import_class", "register"]
+__all__ = ["ALGORITHMS", "SHAPES", "Algorithm", "Context", "algorithm_class", "algorithm_config", "import_class",
+           "register", "shape_of"]
 
 register_announced()
 

@@ -8,8 +8,8 @@ import torch
 
 from ..aggregate import weighted_average
 from ..training import train
-from .base import Algorithm, Message, parameters_message
-from .from_global import PERSONAL_MODEL, check_choice, frozen_copy
+from .shapes.base import Algorithm, Message, parameters_message
+from .shapes.from_global import PERSONAL_MODEL, check_choice, frozen_copy
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ import torch
 from torch.nn import functional as F
 
 from ..distill import kd_kl, tempered_softmax
-from .from_global import UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice
+from .shapes.from_global import UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice
 
 
 def reverse_kl(student_logits: torch.Tensor, teacher_probs: torch.Tensor, temperature: float = 1.0,

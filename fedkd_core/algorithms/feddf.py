@@ -23,7 +23,7 @@ from ..feature_density import MESSAGE_KEYS
 from ..training import Batch, TrainConfig, predict_features, train
 from ..uncertainty import bald_scores, check_selection, ensemble_targets, entropy, select_samples
 from ..randomness import SERVER
-from .base import Message
+from .shapes.base import Message
 from .fedavg import FedAvg
 
 

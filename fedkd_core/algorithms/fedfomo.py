@@ -26,7 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from ..training import predict, train
-from .base import Algorithm, Message, PersonalModels, parameters_message
+from .shapes.base import Algorithm, Message, PersonalModels, parameters_message
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,8 @@ from torch.nn import functional as F
 from ..aggregate import weighted_average
 from ..randomness import SERVER
 from ..training import cross_entropy_loss, train
-from .base import Message, parameters_message
-from .from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
+from .shapes.base import Message, parameters_message
+from .shapes.from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
 
 GENERATOR_PREFIX = "generator/"
 LABEL_COUNTS = "label_counts"

@@ -62,8 +62,8 @@ from torch.nn import functional as F
 
 from ..aggregate import weighted_average
 from ..training import cross_entropy_loss, predict_features, train
-from .base import Algorithm, Message, parameters_message
-from .from_global import UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
+from .shapes.base import Algorithm, Message, parameters_message
+from .shapes.from_global import UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
 
 # --- configuration ------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .transfer_kd import Fusion, TransferDistillation, TransferKDConfig
+from .shapes.transfer_kd import Fusion, TransferDistillation, TransferKDConfig
 
 
 def average_knowledge(soft_labels: torch.Tensor) -> torch.Tensor:

@@ -48,8 +48,8 @@ from torch.nn import functional as F
 
 from ..distill import kd_kl, tempered_softmax
 from ..training import Batch, cross_entropy_loss, iterate_batches, predict, train
-from .base import Message, parameters_message
-from .from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
+from .shapes.base import Message, parameters_message
+from .shapes.from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
 
 # Message keys beside the model: upload "md/soft" (|D^t|, C) float32; download "md/consensus" (same shape).
 MD = "md/"

@@ -7,7 +7,7 @@ pFedSD's ``is_part_update`` with the classifier as the personal part.
 
 from __future__ import annotations
 
-from .partial import PartialSharing
+from .shapes.partial import PartialSharing
 
 
 class FedPer(PartialSharing):

@@ -43,8 +43,8 @@ import torch
 from torch.nn import functional as F
 
 from ..training import cross_entropy_loss, predict_features, train
-from .base import Message, parameters_message
-from .from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
+from .shapes.base import Message, parameters_message
+from .shapes.from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
 
 # Messages carry the model's state and, under this prefix, the prototype entries:
 # upload "proto/features" (J_k, d) float32 (held classes, in class order) and "proto/counts" (C,) int64;

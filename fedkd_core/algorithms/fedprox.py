@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from .from_global import PERSONAL_MODEL, FromGlobal, check_choice
+from .shapes.from_global import PERSONAL_MODEL, FromGlobal, check_choice
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import torch
 from ..feature_density import FeatureDensity, fit_feature_density
 from ..training import predict_features
 from ..uncertainty import bald_scores, entropy, teacher_weights
-from .base import Message
+from .shapes.base import Message
 from .feddf import FedDF, FedDFConfig, TeacherOutputs, per_class_means
 
 __all__ = ["FedUA", "FedUAConfig", "bald_scores", "fit_feature_density", "teacher_weights"]

@@ -63,8 +63,8 @@ from torch.nn import functional as F
 from ..distill import kd_kl, tempered_softmax
 from ..randomness import SERVER
 from ..training import train
-from .base import Message
-from .from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
+from .shapes.base import Message
+from .shapes.from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
 
 UNIFORM_5 = (0.2, 0.4, 0.6, 0.8, 1.0)
 

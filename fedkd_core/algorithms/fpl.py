@@ -48,9 +48,9 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .base import Message
+from .shapes.base import Message
 from .fedproto import FedProto
-from .from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, check_choice
+from .shapes.from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, check_choice
 
 with warnings.catch_warnings():  # finch warns at import when the optional pynndescent is missing
     warnings.simplefilter("ignore")

@@ -1,6 +1,6 @@
 """KnFu: Effective Knowledge Fusion (Seyedmohammadi, Atapour, Abouei, Mohammadi).
 
-The round is :class:`~fedkd_core.algorithms.transfer_kd.TransferDistillation`'s; what is KnFu's
+The round is :class:`~fedkd_core.algorithms.shapes.transfer_kd.TransferDistillation`'s; what is KnFu's
 own is the fusion centre, :func:`fuse_knowledge` (Eqs. 5-9): each client receives a
 personalised mix of all clients' soft labels, weighted by how close their estimated class
 distributions (EPDs) are to its own.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .transfer_kd import Fusion, TransferDistillation, TransferKDConfig
+from .shapes.transfer_kd import Fusion, TransferDistillation, TransferKDConfig
 
 # d_nm below this is treated as this (Eq. 7 would divide by zero for identical EPDs): identical
 # EPDs get the largest finite weight 1/EPSILON^2, equal among themselves.

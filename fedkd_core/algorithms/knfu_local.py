@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..training import OptimizerStates
-from .base import Algorithm, Message, PersonalModels
-from .schedule import ClientPhases, PhaseSchedule
+from .shapes.base import Algorithm, Message, PersonalModels
+from .shapes.schedule import ClientPhases, PhaseSchedule
 
 
 @dataclass(frozen=True)

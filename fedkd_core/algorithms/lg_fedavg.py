@@ -9,7 +9,7 @@ not used, as FedCKD's comparison gives every method the same rounds.
 
 from __future__ import annotations
 
-from .partial import PartialSharing
+from .shapes.partial import PartialSharing
 
 
 class LGFedAvg(PartialSharing):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..training import train
-from .base import Algorithm, Message, PersonalModels
+from .shapes.base import Algorithm, Message, PersonalModels
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,8 @@ from torch.nn import functional as F
 from ..aggregate import weighted_average
 from ..randomness import SERVER
 from ..training import Batch, cross_entropy_loss, predict, train
-from .base import Message, parameters_message
-from .from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
+from .shapes.base import Message, parameters_message
+from .shapes.from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
 
 PROJECTION = "projection."  # message keys of the projection head
 

@@ -24,7 +24,7 @@ from torch.nn import functional as F
 from ..aggregate import weighted_average
 from ..precision import use_bf16
 from ..training import autocast, iterate_batches
-from .base import Algorithm, Message, PersonalModels, parameters_message
+from .shapes.base import Algorithm, Message, PersonalModels, parameters_message
 
 
 @dataclass(frozen=True)

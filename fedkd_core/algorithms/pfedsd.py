@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .fedckd import SelfDistillationConfig, fedckd_loss
-from .from_global import FromGlobal
+from .shapes.from_global import FromGlobal
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .transfer_kd import Fusion, TransferDistillation, TransferKDConfig
+from .shapes.transfer_kd import Fusion, TransferDistillation, TransferKDConfig
 
 REFERENCE_DIM = 784  # the kernel width below is given for MNIST's 784 pixels
 

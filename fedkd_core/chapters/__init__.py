@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import json
 import typing
 from types import ModuleType
 
@@ -86,6 +87,18 @@ def uncovered(configs: list, records: list, cell_of) -> list:
     """The ``configs`` whose cell (``cell_of`` of a config or a record) no record covers."""
     covered = {cell_of(record) for record in records}
     return [config for config in configs if cell_of(config) not in covered]
+
+
+def parameters_cell(params_class: type) -> str:
+    """The source of a chapter notebook's papermill ``parameters`` cell: one ``name = default`` line
+    per field of its ``Params``, in field order, so that the cell is the smoke profile by
+    construction (``tools/sync_notebooks.py`` writes it; :func:`notebook_params` reads it back)."""
+    return "\n".join(f"{field.name} = {_literal(field.default)}" for field in dataclasses.fields(params_class))
+
+
+def _literal(value) -> str:
+    """``value`` as Python source: strings in double quotes, as the notebooks write them."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
 
 
 # Names IPython itself puts into a notebook's namespace.

@@ -136,6 +136,24 @@ def table(measurement: dict) -> pd.DataFrame:
                                  "total_s": "whole run incl. start-up (s)"}).drop(columns="alma")
 
 
+def summary_text(measurement: dict) -> str:
+    """Sentences (a Markdown list) computed from the measurement: per client count, each engine's
+    later-round time relative to in-process; then the overhead per message, where measured."""
+    frame = pd.DataFrame(measurement["rows"])
+    lines = []
+    for count, group in frame.groupby("clients"):
+        base = group.loc[group.engine == IN_PROCESS, "later_round_s"].iloc[0]
+        parts = [f"{row.engine}: {row.later_round_s / base:.2f}×" for row in group.itertuples()
+                 if row.engine != IN_PROCESS]
+        lines.append(f"- **{count} clients**: in-process {base:.2f} s per round; relative to it, " + "; ".join(parts) + ".")
+    overhead = measurement.get("overhead")
+    if overhead:
+        lines.append(f"- **Overhead per message** (zero local epochs, {overhead['clients']} clients, 1 worker): "
+                     f"{overhead['seconds_per_message'] * 1000:.1f} ms ({overhead['flower_round_s']:.2f} s vs "
+                     f"{overhead['in_process_round_s']:.2f} s per round of {overhead['messages_per_round']} messages).")
+    return "\n".join(lines)
+
+
 def saved_measurements(root=None) -> list[dict]:
     """Every committed measurement (results/scaling/*.json), oldest first."""
     folder = results_dir(root) / "scaling"

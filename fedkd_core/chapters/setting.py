@@ -1,13 +1,18 @@
-"""Chapter "The federated setting": Local vs FedAvg across datasets and Dirichlet alpha."""
+"""Chapter "The federated setting": Local vs FedAvg across datasets and Dirichlet alpha, and how
+skewed each partition is."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
+
+from .. import partition
 from ..algorithms import algorithm_class
 from ..experiment import ExperimentConfig
 from ..federation import DataConfig
-from ..report import parse_list
+from ..report import mean_std, parse_list, pm
 from ..training import TrainConfig
 
 # The model each dataset is trained with in this chapter (KnFu's M1 and M2).
@@ -72,3 +77,40 @@ def experiments(params: Params) -> list[ExperimentConfig]:
                         global_test_size=params.global_test_size or None, seed=seed,
                     ))
     return configs
+
+
+def skew_summary(labels: np.ndarray, parts: list, classes: int = 10) -> dict:
+    """How skewed a split of ``labels`` into ``parts`` (index lists) is: clients, samples, and the
+    means over clients of the largest class's share and of the number of classes holding at least
+    5% of the client's data."""
+    hist = partition.class_histograms(labels, parts, classes)
+    share = hist / hist.sum(1, keepdims=True)
+    return {"clients": len(parts), "samples": int(hist.sum()),
+            "largest class share": round(float(share.max(1).mean()), 3),
+            "classes ≥ 5%": round(float((share >= 0.05).sum(1).mean()), 2)}
+
+
+KEYS = ["data.dataset", "data.alpha", "algorithm"]
+
+
+def accuracy_table(finals: pd.DataFrame) -> pd.DataFrame:
+    """Final ALMA and global accuracy (``report.final_metrics`` rows), mean ± std over seeds (%), per
+    dataset, α and method; "—" where a method has no global model (Local)."""
+    alma = mean_std(finals, KEYS, "alma")
+    glob = mean_std(finals.dropna(subset=["global_acc"]), KEYS, "global_acc")
+    table = alma.assign(ALMA=[pm(m, s) for m, s in zip(alma["mean"], alma["std"])])[KEYS + ["ALMA", "n", "profile"]]
+    table = table.merge(glob.assign(**{"global acc": [pm(m, s) for m, s in zip(glob["mean"], glob["std"])]})[
+        KEYS + ["global acc"]], on=KEYS, how="left").fillna({"global acc": "—"})
+    return table.rename(columns={"data.dataset": "dataset", "data.alpha": "alpha", "n": "seeds"})
+
+
+def local_vs_fedavg(finals: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and α: each method's mean final ALMA (%) and, where both ran, which of Local and
+    FedAvg is higher ("better") and FedAvg's global accuracy (%)."""
+    alma = mean_std(finals, KEYS, "alma")
+    pivot = alma.pivot_table(index=["data.dataset", "data.alpha"], columns="algorithm", values="mean")
+    if {"local", "fedavg"} <= set(pivot.columns):
+        glob = mean_std(finals.dropna(subset=["global_acc"]), KEYS, "global_acc")
+        pivot["better"] = np.where(pivot["local"] > pivot["fedavg"], "Local", "FedAvg")
+        pivot["FedAvg global acc"] = glob.set_index(["data.dataset", "data.alpha"])["mean"]
+    return pivot

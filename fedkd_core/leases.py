@@ -1,4 +1,8 @@
-"""Claim files: how several sweep workers share one grid without running a run twice.
+"""Leases on runs: how several sweep workers share one grid without running a run twice.
+
+A lease is a *claim file* (not to be confused with the papers' claims, judged by
+``fedkd_core.chapters.ledger``); the files keep their name and folder, ``.claims/``, so that
+sweeps of older code and newer code share a results folder.
 
 A worker claims a run by creating ``<results>/.claims/<profile>/<key>.claim`` with O_EXCL (one
 creator wins, on any POSIX file system), runs it, saves its record, and deletes the claim. A

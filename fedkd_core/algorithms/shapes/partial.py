@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..aggregate import weighted_average
-from ..training import train
+from ...aggregate import weighted_average
+from ...training import train
 from .base import Algorithm, Message, PersonalModels, parameters_message
 
 

@@ -13,8 +13,8 @@ import copy
 import numpy as np
 import torch
 
-from ..aggregate import weighted_average
-from ..training import LossFn, cross_entropy_loss, predict, train
+from ...aggregate import weighted_average
+from ...training import LossFn, cross_entropy_loss, predict, train
 from .base import Algorithm, Message, parameters_message
 
 # How the server weighs the uploads: by sample count (the papers' |D_k|/|D|, normalised over

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..federation import FederatedData
-from ..models import InputShape, SplitModel, make_model
-from ..randomness import party_generator, party_rng
-from ..training import OptimizerStates, TrainConfig
+from ...federation import FederatedData
+from ...models import InputShape, SplitModel, make_model
+from ...randomness import party_generator, party_rng
+from ...training import OptimizerStates, TrainConfig
 
 Message = dict[str, torch.Tensor]
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from ..distill import kd_kl
-from ..training import Batch, OptimizerStates, predict
+from ...distill import kd_kl
+from ...training import Batch, OptimizerStates, predict
 from .base import Algorithm, Message, PersonalModels
 from .schedule import ClientPhases, PhaseSchedule
 
@@ -39,7 +39,7 @@ class Fusion:
 @dataclass(frozen=True)
 class TransferKDConfig(PhaseSchedule):
     """Hyperparameters shared by the transfer-set distillation methods (and the phases'
-    schedule, :class:`~fedkd_core.algorithms.schedule.PhaseSchedule`).
+    schedule, :class:`~fedkd_core.algorithms.shapes.schedule.PhaseSchedule`).
 
     lam: lambda of Eq. 10, read as a *balance weight*: the loss is CE + lam^2 * KL at
         temperature 1 (KnFu's soft labels F_n are plain softmax outputs, so there is nothing to

@@ -1,0 +1,41 @@
+"""The chapters' data files: the papers' tables and the profiles, each written once.
+
+**Papers' tables.** A chapter package (``fedkd_core/chapters/<chapter>/``) holds each table the
+paper reports as ``paper_<table>.csv``: one row per number the paper prints (tidy: a column per
+key, ``mean`` and, where the paper gives one, ``std``), its first lines comments (``#``) naming the
+table and what its numbers are. ``tests/test_paper_tables.py`` checks them against the papers' text.
+
+**Profiles.** A profile is a yaml of a chapter's ``Params`` fields, ``notebooks/params/<profile>/<chapter>.yaml``
+(what ``papermill -f`` and ``python -m fedkd_core.sweep --params`` read). A chapter's profile
+constants (``REDUCED_PROFILE``, ``ROBUSTNESS_BASE``, ...) are read from those files by
+:func:`profile`, so each value is written once. The package sees the folder as
+``fedkd_core/chapters/params``: in a checkout a link to ``notebooks/params``, in an installed
+package (a wheel) a copy of it.
+
+Both are package data (``pyproject.toml``), so a package installed from a wheel reads them too
+(``tests/test_package_data.py``).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pandas as pd
+import yaml
+
+from . import chapter_params
+
+PROFILES = "params"  # fedkd_core/chapters/params: notebooks/params (a link in a checkout)
+
+
+def paper_table(package: str, name: str) -> pd.DataFrame:
+    """The table in file ``name`` of chapter package ``package`` (pass ``__package__``)."""
+    with resources.files(package).joinpath(name).open() as handle:
+        return pd.read_csv(handle, comment="#")
+
+
+def profile(params_class: type, path: str):
+    """The ``params_class`` instance of profile ``path`` under ``notebooks/params/`` (for example
+    "reduced/fedckd.yaml"), checked as a sweep's yaml is (:func:`fedkd_core.chapters.chapter_params`)."""
+    text = resources.files(__package__).joinpath(PROFILES, *path.split("/")).read_text()
+    return chapter_params(params_class, yaml.safe_load(text) or {})

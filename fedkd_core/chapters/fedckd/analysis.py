@@ -1,0 +1,70 @@
+"""Measurements of the chapter beyond its tables: forgetting when the global model arrives
+(Fig. 1b), and why the literal KL direction can diverge (the sharpness of each loss in the logits)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.autograd.functional import hessian
+from torch.nn import functional as F
+
+from ...algorithms import Context, algorithm_class, algorithm_config
+from ...algorithms.fedckd import KL_DIRECTIONS
+from ...distill import tempered_softmax
+from ...experiment import ExperimentConfig, clients_finish, clients_update, default_device, select_clients, server_update
+from ...federation import build_federated_data
+from ...training import accuracy
+
+
+def forgetting_trace(config: ExperimentConfig, rounds: int) -> pd.DataFrame:
+    """Each selected client's accuracy on its local test set just *before* it receives the
+    global model (its own model after local training) and just *after* (the freshly averaged
+    global model that replaces it), round by round (FedCKD Fig. 1b).
+
+    Runs ``config``'s algorithm (one that keeps personal models and a global model, e.g.
+    FedCKD or pFedSD) for ``rounds`` rounds outside the record cache.
+    """
+    data = build_federated_data(config.data, config.seed)
+    ctx = Context(data=data, model_name=config.model, train=config.train, device=default_device(), seed=config.seed)
+    algorithm = algorithm_class(config.algorithm)(algorithm_config(config.algorithm, config.algorithm_params), ctx)
+    if algorithm.global_model() is None:
+        raise ValueError(f"algorithm {config.algorithm!r} has no global model to receive")
+    sampler = np.random.default_rng([config.seed, 2])
+    amp = config.train.mixed_precision
+    rows = []
+    for round_index in range(1, rounds + 1):
+        algorithm.begin_round(round_index)
+        selected = select_clients(sampler, data.num_clients, config.participation)
+        uploads = clients_update(algorithm, selected)
+        before = {k: accuracy(algorithm.personal_model(k), data.dataset, data.client_test[k], mixed_precision=amp)
+                  for k in selected}
+        server_update(algorithm, uploads)
+        clients_finish(algorithm, selected)
+        for k in selected:
+            after = accuracy(algorithm.global_model(), data.dataset, data.client_test[k], mixed_precision=amp)
+            rows.append({"round": round_index, "client": k, "before": before[k], "after": after})
+    return pd.DataFrame(rows)
+
+
+# --- why the literal KL can diverge ----------------------------------------------------------------
+
+def logit_sharpness(loss_of, classes: int = 10) -> dict:
+    """The largest |gradient| and the largest |Hessian eigenvalue| of ``loss_of`` (a function of a
+    (1, classes) logit tensor) in the logits, at uniform (zero) logits."""
+    student = torch.zeros(classes, requires_grad=True)
+    loss_of(student.view(1, -1)).backward()
+    curvature = torch.linalg.eigvalsh(hessian(lambda z: loss_of(z.view(1, -1)), torch.zeros(classes)))
+    return {"largest |∂loss/∂z|": float(student.grad.abs().max()), "largest curvature": float(curvature.abs().max())}
+
+
+def kl_sharpness(lam: float, temperature: float, classes: int = 10) -> pd.DataFrame:
+    """:func:`logit_sharpness` of CE (label: the teacher's class) and of λ·τ²·KL in each direction of
+    ``KL_DIRECTIONS``, for a student still uniform over ``classes`` classes and a teacher confident
+    in class 0 (logits 40 and -60), at temperature ``temperature``: one row per loss."""
+    teacher = tempered_softmax(torch.tensor([[40.0] + [-60.0] * (classes - 1)]), temperature)
+    losses = {"CE (label = the teacher's class)": lambda z: F.cross_entropy(z, torch.tensor([0]))}
+    for direction, kl in KL_DIRECTIONS.items():
+        losses[f"λ·τ²·KL({direction.replace('_', ' ‖ ')})"] = (
+            lambda z, kl=kl: lam * kl(z, teacher, temperature, True))
+    return pd.DataFrame({name: logit_sharpness(loss, classes) for name, loss in losses.items()}).T

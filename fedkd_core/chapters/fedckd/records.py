@@ -1,0 +1,96 @@
+"""Which committed records stand for which cells: the cell of a run, the scale fields, and what is
+left to run once the committed reduced-profile records are shown (``experiments_to_run``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from ...experiment import ExperimentConfig
+from .. import method_differences as shared_method_differences, reuses_reduced, uncovered
+from .grid import SETTING_OF_PARTITION, Params, grids
+from .profiles import PAPER_FMNIST100, REDUCED_PROFILE
+
+# Seeds beyond the profile's three are read where committed (notebooks/params/reduced/fedckd_5seeds.yaml
+# adds seeds 3 and 4): the records of seed s have the same keys whichever yaml ran them.
+READ_SEEDS = 10
+
+
+def reduced_records_by_grid(root=None) -> dict[str, list]:
+    """The stored records of each grid of the reduced profile, every committed seed below
+    :data:`READ_SEEDS` (nothing is run)."""
+    from ...results import stored_records
+
+    return {name: stored_records(configs, root)
+            for name, configs in grids(replace(REDUCED_PROFILE, seeds=READ_SEEDS)).items()}
+
+
+def reduced_profile_records(root=None) -> list:
+    """The stored records of the reduced profile's grid, each once (nothing is run)."""
+    unique = {record.key: record for records in reduced_records_by_grid(root).values() for record in records}
+    return list(unique.values())
+
+
+def paper_scale_records(root=None) -> list:
+    """The committed records of :data:`PAPER_FMNIST100` (Tables I, II and IV; nothing is run)."""
+    from ...results import stored_records
+
+    grid = grids(PAPER_FMNIST100)
+    return stored_records(grid["main"] + grid["annealing"], root)
+
+
+def cell_of(run) -> tuple:
+    """(dataset, setting, clients, participation, alpha, model, algorithm, gamma) of an
+    ExperimentConfig or RunRecord: what a table cell holds whatever the scale (pool, rounds,
+    epochs); gamma is FedCKD's annealing (None for other methods)."""
+    config = run.resolved() if isinstance(run, ExperimentConfig) else run.config
+    data = config["data"]
+    return (data["dataset"], SETTING_OF_PARTITION[data["partition"]], int(data["num_clients"]),
+            float(config["participation"]), float(data["alpha"]), config["model"], config["algorithm"],
+            config["algorithm_params"].get("gamma"))
+
+
+# The fields that only set the scale of a run or which cells run: two Params that agree on every
+# other field run the same methods, so a record of one can stand for a cell of the other.
+SCALE_FIELDS = frozenset({"profile", "datasets", "settings", "scenarios", "algorithms", "seeds", "alpha", "pool_size",
+                          "local_test_size", "global_test_size", "local_epochs", "eval_every", "annealing_datasets",
+                          "sensitivity_dataset", "sensitivity_alphas", "sensitivity_participations",
+                          "sensitivity_models", "forgetting_rounds", "reuse_reduced"})
+
+
+def method_differences(params: Params, reference: Params = REDUCED_PROFILE) -> list[str]:
+    """The method settings (optimiser, KL direction, γ, ...) in which ``params`` differs from ``reference``."""
+    return shared_method_differences(params, reference, SCALE_FIELDS)
+
+
+def _unique(records: list) -> list:
+    """``records`` without repeats (one run loaded twice is two objects with one config)."""
+    return list({json.dumps(record.config, sort_keys=True): record for record in records}.values())
+
+
+def records_and_runs(params: Params, reduced: dict[str, list] | None = None) -> dict[str, tuple[list, list]]:
+    """Per grid of ``params``: (the committed reduced-profile records it shows, its configs still
+    to run). Every grid shows the reduced profile's records of the same grid, labelled with their
+    profile, in every profile. When ``params`` runs the reduced profile's method with
+    ``reuse_reduced`` on (:func:`fedkd_core.chapters.reuses_reduced`), a cell that a reduced
+    record of *any* grid covers is shown from it and not run (e.g. Table V's α = 0.1 column is
+    Table I's cell). ``reduced`` stands in for :func:`reduced_records_by_grid`."""
+    reduced = reduced_records_by_grid() if reduced is None else reduced
+    every = _unique([record for records in reduced.values() for record in records])
+    skip = reuses_reduced(params, method_differences(params))
+    out = {}
+    for name, configs in grids(params).items():
+        cells = {cell_of(config) for config in configs}
+        covering = [record for record in every if cell_of(record) in cells] if skip else []
+        shown = _unique(reduced.get(name, []) + covering)
+        out[name] = (shown, uncovered(configs, covering, cell_of))
+    return out
+
+
+def experiments_to_run(params: Params, reduced: dict[str, list] | None = None) -> list[ExperimentConfig]:
+    """The configs of every grid that :func:`records_and_runs` leaves to run, each once."""
+    unique = {}
+    for _, configs in records_and_runs(params, reduced).values():
+        for config in configs:
+            unique.setdefault(repr(config), config)
+    return list(unique.values())

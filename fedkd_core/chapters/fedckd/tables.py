@@ -1,0 +1,159 @@
+"""Our records as the paper's tables: one row per run, Tables I-V beside the paper's, Fig. 5's
+per-client differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...data import data_dir
+from ...report import pm, record_precision
+from .grid import METHOD_NAMES, MODEL_FOR, SETTING_OF_PARTITION, Params, parse_scenarios
+from .paper import paper_accuracy_table, paper_table3
+
+NOT_REPRODUCED = "not reproduced: no offline copy of {dataset} here"
+
+
+def offline_copy(dataset: str) -> bool:
+    """Whether ``dataset`` is in the offline data directory (CIFAR-100 is not, here)."""
+    return (data_dir() / f"{dataset}.npz").exists()
+
+
+def summary(records) -> pd.DataFrame:
+    """One tidy row per run: what varies in this chapter, final and best-round ALMA, client std."""
+    rows = []
+    for record in records:
+        config, final = record.config, record.final
+        rows.append({
+            "dataset": config["data"]["dataset"],
+            "setting": SETTING_OF_PARTITION[config["data"]["partition"]],
+            "clients": config["data"]["num_clients"],
+            "participation": config["participation"],
+            "rounds": config["rounds"],
+            "alpha": config["data"]["alpha"],
+            "model": config["model"],
+            "algorithm": config["algorithm"],
+            "gamma": config["algorithm_params"].get("gamma"),
+            "seed": config["seed"],
+            "alma": final["alma"],
+            "best_alma": max(row["alma"] for row in record.history),
+            "client_std": final["client_acc_std"],
+            "client_accuracies": record.client_accuracies,
+            "profile": record.profile,
+            "precision": record_precision(record),
+        })
+    return pd.DataFrame(rows)
+
+
+def compare_accuracy(ours: pd.DataFrame, setting: str) -> pd.DataFrame:
+    """Table I or II: the paper's cells beside ours (final ALMA, mean ± std over seeds, %), one
+    row per profile that ran the cell, with its rounds.
+
+    Our runs are set beside the paper's scenario of the nearest client scale (n = 20 or 100;
+    column ``our n`` says what ran). Cells of datasets without an offline copy say so; other
+    cells without a run say "not run".
+    """
+    from ...report import compare_with_paper, mean_std_per_profile
+
+    keys = ["dataset", "clients", "algorithm"]
+    frame = ours[ours.setting == setting] if len(ours) else pd.DataFrame(columns=keys + ["alma", "profile", "rounds"])
+    frame = frame.assign(our_n=frame.clients, clients=[paper_scale(n) for n in frame.clients])
+    per_profile = mean_std_per_profile(frame, keys, "alma")
+    table = compare_with_paper(per_profile, paper_accuracy_table(setting), keys, digits=2)
+    our_n = frame.groupby(keys + ["profile"])["our_n"].agg(lambda n: ",".join(str(v) for v in sorted(set(n))))
+    table.insert(3, "our n", [our_n.get(tuple(row), "") for row in table[keys + ["profile"]].itertuples(index=False)])
+    missing = [not offline_copy(d) for d in table.dataset]
+    table.loc[missing, "ours"] = [NOT_REPRODUCED.format(dataset=d) for d in table.dataset[missing]]
+    table["algorithm"] = table.algorithm.map(METHOD_NAMES)
+    return table
+
+
+def paper_scale(clients: int) -> int:
+    """The paper's client scale (20 or 100) a run of ``clients`` clients is compared with."""
+    return 20 if clients < 60 else 100
+
+
+def per_client_difference(ours: pd.DataFrame, better: str = "fedckd", worse: str = "pfedsd") -> pd.DataFrame:
+    """Fig. 5: per-client final accuracy of ``better`` minus ``worse`` (same config and seed), %."""
+    keys = ["profile", "dataset", "setting", "clients", "participation", "alpha", "model", "seed"]
+    a = ours[(ours.algorithm == better) & ours.gamma.ne(1.0)].set_index(keys)
+    b = ours[ours.algorithm == worse].set_index(keys)
+    rows = []
+    for key in a.index.intersection(b.index):
+        diff = (np.asarray(a.loc[key, "client_accuracies"]) - np.asarray(b.loc[key, "client_accuracies"])) * 100
+        rows += [{**dict(zip(keys, key)), "client": k, "difference": d} for k, d in enumerate(diff)]
+    return pd.DataFrame(rows)
+
+
+def fairness_table(main: pd.DataFrame) -> pd.DataFrame:
+    """Table III from our runs (:func:`summary` rows of the main grid): per profile, the practical
+    setting at the largest client scale it ran; per dataset and method the mean client accuracy ±
+    the standard deviation *across clients* (final round, each averaged over seeds, %), beside the
+    paper's at n = 100."""
+    practical = main[main.setting == "practical"]
+    largest = practical[practical.clients == practical.groupby("profile").clients.transform("max")]
+    table = largest.groupby(["dataset", "algorithm", "profile"], sort=False).agg(
+        mean=("alma", "mean"), client_std=("client_std", "mean")).reset_index()
+    table[["mean", "client_std"]] *= 100
+    table = table.merge(paper_table3(), on=["dataset", "algorithm"], how="left", suffixes=("", "_paper"))
+    table["ours"] = [pm(m, s, 2) for m, s in zip(table["mean"], table.client_std)]
+    table["paper (n = 100)"] = [pm(m, s, 2) for m, s in zip(table.mean_paper, table.client_std_paper)]
+    table = table.merge(largest.groupby("profile").clients.max().reset_index(), on="profile")
+    return table.assign(algorithm=table.algorithm.map(METHOD_NAMES))[
+        ["dataset", "clients", "algorithm", "ours", "paper (n = 100)", "profile"]]
+
+
+def annealing_table(annealing: pd.DataFrame) -> pd.DataFrame:
+    """Table IV from our runs (:func:`summary` rows of the annealing grid): FedCKD's final ALMA with
+    annealing (γ < 1) and without (γ = 1), mean ± std over seeds per profile and dataset."""
+    from ...report import mean_std_per_profile
+
+    return mean_std_per_profile(annealing.assign(annealing=annealing.gamma < 1.0), ["dataset", "annealing"], "alma")
+
+
+def annealing_gains(table: pd.DataFrame) -> pd.DataFrame:
+    """(profile, dataset, gain): what annealing adds to FedCKD's mean accuracy in each of
+    :func:`annealing_table`'s pairs, in the table's unit."""
+    pivot = table.pivot_table(index=["profile", "dataset"], columns="annealing", values="mean")
+    return (pivot[True] - pivot[False]).rename("gain").reset_index()
+
+
+def sensitivity_table(sensitivity: pd.DataFrame, params: Params) -> pd.DataFrame:
+    """Table V from our runs (:func:`summary` rows of the sensitivity grid) in the paper's layout:
+    a row per method, a column per (varied, value) — each α at the base participation and model,
+    each r at ``params.alpha`` and the base model, each other backbone at ``params.alpha`` and the
+    base participation — holding mean ± std over seeds (%)."""
+    base = parse_scenarios(params.scenarios)[0]
+    model = MODEL_FOR[sensitivity.dataset.iloc[0]]
+    at_base = sensitivity.participation == base.participation
+    at_alpha, with_model = sensitivity.alpha == params.alpha, sensitivity.model == model
+    columns = ([("alpha", a, (sensitivity.alpha == a) & at_base & with_model) for a in sorted(sensitivity.alpha.unique())]
+               + [("participation", r, at_alpha & (sensitivity.participation == r) & with_model)
+                  for r in sorted(sensitivity.participation.unique())]
+               + [("model", m, at_alpha & at_base & (sensitivity.model == m))
+                  for m in sensitivity.model.unique() if m != model])
+    rows = [{"algorithm": algorithm, "varied": varied, "value": value,
+             "cell": pm(group.alma.mean() * 100, group.alma.std(ddof=0) * 100, 2)}
+            for varied, value, mask in columns for algorithm, group in sensitivity[mask].groupby("algorithm", sort=False)]
+    return pd.DataFrame(rows).pivot(index="algorithm", columns=["varied", "value"], values="cell")
+
+
+def fig5_differences(main: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 5's clients: :func:`per_client_difference` at seed 0 and each profile's smallest client scale."""
+    differences = per_client_difference(main) if len(main) else pd.DataFrame()
+    if not len(differences):
+        return differences
+    smallest = differences.clients == differences.groupby("profile").clients.transform("min")
+    return differences[(differences.seed == 0) & smallest]
+
+
+def per_client_counts(differences: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 5's counts from :func:`fig5_differences` rows (one seed and client scale each):
+    per (profile, dataset, setting), the clients where FedCKD is better, equal, pFedSD better, and
+    the mean difference (points)."""
+    rows = [{"profile": profile, "dataset": dataset, "setting": setting, "clients": len(group),
+             "FedCKD better": int((group.difference > 0).sum()), "equal": int((group.difference == 0).sum()),
+             "pFedSD better": int((group.difference < 0).sum()), "mean difference": round(float(group.difference.mean()), 2)}
+            for (profile, dataset, setting), group in differences.groupby(["profile", "dataset", "setting"], sort=False)]
+    return pd.DataFrame(rows, columns=["profile", "dataset", "setting", "clients", "FedCKD better", "equal",
+                                       "pFedSD better", "mean difference"])

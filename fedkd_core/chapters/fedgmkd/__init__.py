@@ -1,0 +1,47 @@
+"""Chapter "FedGMKD": the grid of Table 1's CIFAR-10 block and its ablations, the paper's numbers
+as data, and the tables built from records.
+
+Every run of the chapter is one method on CIFAR-10 Dir(alpha). The methods are rows of
+:data:`METHODS`: the paper's nine plus three readings the notes call for — FedGMKD as its released
+code computes it (Table 6's comparison needs it), FedHKD's mean prototypes with DAT (Table 6) and
+Table 3's "only CKF" / "only DAT". Accuracies are means over the last ``last_rounds`` evaluated
+rounds, as the paper's.
+
+The chapter is a package, one concept per module; this file only gathers the names the notebook,
+the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.contracts``):
+
+- ``grid``: ``Params``, the rows (:data:`METHODS`) and the grid (what runs);
+- ``profiles``: the reference profiles whose records are committed (``REDUCED_PROFILE``, ...);
+- ``records``: which row and cell a record stands for, and what is left to run;
+- ``paper``: the paper's tables, as data;
+- ``tables``: our records as the paper's tables;
+- ``analysis``: measurements beyond the tables (the prototype identity on real features);
+- ``claims``: the paper's claims, counted alike on its tables and on our records;
+- ``robustness``: the readings of what the paper leaves open that the robustness grid varies.
+"""
+
+from .analysis import prototype_identity
+from .claims import (ABLATION_CLAIMS, EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, TABLE1_CLAIMS, claim_effects,
+                     effects_of, ledger_rows, observations, paper_observations)
+from .grid import (FEDGMKD_OPTIONS, FEDGMKD_ROWS, METHODS, PAPER_METHODS, TABLE3_METHODS, Method, Params, ablation_grid,
+                   data_config, experiments, method_params, paper_reading, parse_pairs, run_config, table1_grid,
+                   table5_grid)
+from .paper import DATASET_REASON, paper_table1, paper_table3, paper_table5, paper_table6, paper_times
+from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE
+from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, method_key, reduced_profile_records
+from .robustness import ROBUSTNESS
+from .tables import (accuracy_per_profile, at_default_weights, cost_table, fedgmkd_cost, history_frame,
+                     last_rounds_mean, long_accuracies, summary, table1_rows, table3_rows, table5_rows, time_ratios,
+                     traffic_table)
+
+__all__ = [
+    "ABLATION_CLAIMS", "DATASET_REASON", "EFFECT_CELL_KEYS", "FEDGMKD_OPTIONS", "FEDGMKD_ROWS", "METHODS",
+    "METHOD_COLUMN", "Method", "PAPER_METHODS", "PAPER_RUNS", "Params", "REDUCED_PROFILE", "ROBUSTNESS",
+    "ROBUSTNESS_BASE", "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "ablation_grid", "accuracy_per_profile",
+    "at_default_weights", "cell_of", "claim_effects", "cost_table", "data_config", "effects_of", "experiments",
+    "experiments_to_run", "fedgmkd_cost", "history_frame", "last_rounds_mean", "ledger_rows", "long_accuracies",
+    "method_differences", "method_key", "method_params", "observations", "paper_observations", "paper_reading",
+    "paper_table1", "paper_table3", "paper_table5", "paper_table6", "paper_times", "parse_pairs", "prototype_identity",
+    "reduced_profile_records", "run_config", "summary", "table1_grid", "table1_rows", "table3_rows", "table5_grid",
+    "table5_rows", "time_ratios", "traffic_table",
+]

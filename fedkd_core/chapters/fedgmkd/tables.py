@@ -1,0 +1,140 @@
+"""Our records as the paper's tables: one row per run (accuracies as the paper reads them, the mean
+of the last rounds), the rows of Tables 1, 3 and 5, time per client-round against FedAvg's (beside
+the paper's), bytes per round."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...algorithms import algorithm_config
+from ...cpuinfo import machine_text
+from ...report import mean_std_per_profile, record_precision
+from .grid import TABLE3_METHODS
+from .paper import paper_times
+from .records import cell_of
+
+
+def last_rounds_mean(record, metric: str, last: int) -> float:
+    values = [row[metric] for row in record.history[-last:]]
+    return float(np.mean(values))
+
+
+def summary(records, last: int = 5) -> pd.DataFrame:
+    """One row per run: its cell, seed, local and global accuracy (means of the last ``last``
+    evaluated rounds, as the paper's), seconds per client-round (the median over rounds, so that a
+    few rounds slowed by other work on the machine do not move it), bytes per round, profile."""
+    rows = []
+    for record in records:
+        key, clients, alpha, lam, gamma = cell_of(record)
+        history = record.history
+        rows.append({"method": key, "clients": clients, "alpha": alpha, "lam": lam, "gamma": gamma,
+                     "seed": record.config["seed"], "rounds": record.config["rounds"],
+                     "local": last_rounds_mean(record, "alma", last), "global": last_rounds_mean(record, "global_acc", last),
+                     "seconds_per_client_round": float(np.median([row["seconds"] / row["clients"] for row in history])),
+                     "upload_mb": float(np.mean([row["bytes_up"] / row["clients"] for row in history])) / 1e6,
+                     "download_mb": float(np.mean([row["bytes_down"] / row["clients"] for row in history])) / 1e6,
+                     "profile": record.profile, "precision": record_precision(record),
+                     "machine": record.environment.get("device_name", "unknown")})
+    return pd.DataFrame(rows, columns=["method", "clients", "alpha", "lam", "gamma", "seed", "rounds", "local", "global",
+                                       "seconds_per_client_round", "upload_mb", "download_mb", "profile", "precision",
+                                       "machine"])
+
+
+def long_accuracies(frame: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` rows as (…, metric, value) with metric "local" / "global"."""
+    keep = [c for c in frame.columns if c not in ("local", "global")]
+    return frame.melt(id_vars=keep, value_vars=["local", "global"], var_name="metric", value_name="value")
+
+
+def at_default_weights(frame: pd.DataFrame) -> pd.Series:
+    """Rows that are not one of Table 5's other (λ, γ): other methods, FedGMKD rows at the default
+    λ and γ, and "only DAT" (λ = γ = 0 by definition)."""
+    default = algorithm_config("fedgmkd", {})
+    return (frame.lam.isna() | (frame.method == "only_dat")
+            | ((frame.lam == default.lam) & (frame.gamma == default.gamma)))
+
+
+def table1_rows(frame: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """Runs of Table 1: Dir(alpha), FedGMKD rows at their default (λ, γ)."""
+    return frame[(frame.alpha == alpha) & at_default_weights(frame)]
+
+
+def table3_rows(frame: pd.DataFrame, clients: int) -> pd.DataFrame:
+    """Runs of Table 3: its four methods at ``clients`` clients, any Dir(β), default (λ, γ)."""
+    return frame[(frame.clients == clients) & frame.method.isin(TABLE3_METHODS) & at_default_weights(frame)]
+
+
+def time_ratios(frame: pd.DataFrame) -> pd.DataFrame:
+    """Seconds per client-round per (profile, machine, clients, method), the fastest of its runs
+    (seeds), and the ratio to FedAvg's on the same machine. The fastest, as in benchmarking: a run
+    that shared the machine's cores with other work is only ever slower, never faster, than the
+    method's own cost. Per machine, because CPUs that report the same name can be 3x apart."""
+    cell = ["profile", "machine", "clients"]
+    fastest = frame.groupby(cell + ["method"], as_index=False).seconds_per_client_round.min()
+    fedavg = fastest[fastest.method == "fedavg"].set_index(cell).seconds_per_client_round
+    ratio = [r.seconds_per_client_round / fedavg.get((r.profile, r.machine, r.clients), np.nan) for r in fastest.itertuples()]
+    return fastest.assign(ratio=ratio)
+
+
+def history_frame(records) -> pd.DataFrame:
+    """Per evaluated round of each run: its cell, seed, profile, local and global accuracy and
+    FedGMKD's ``dat_shift`` (NaN for other methods)."""
+    rows = []
+    for record in records:
+        key, clients, alpha, lam, gamma = cell_of(record)
+        for row in record.history:
+            rows.append({"method": key, "clients": clients, "alpha": alpha, "lam": lam, "gamma": gamma,
+                         "seed": record.config["seed"], "profile": record.profile, "round": row["round"],
+                         "alma": row["alma"], "global_acc": row["global_acc"], "dat_shift": row.get("dat_shift", np.nan)})
+    return pd.DataFrame(rows, columns=["method", "clients", "alpha", "lam", "gamma", "seed", "profile", "round",
+                                       "alma", "global_acc", "dat_shift"])
+
+
+def accuracy_per_profile(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Local and global accuracy of :func:`summary` rows as mean ± std over seeds (%) per ``keys``
+    (which may hold "metric") and profile."""
+    return mean_std_per_profile(long_accuracies(frame), keys, "value")
+
+
+def table5_rows(frame: pd.DataFrame, clients: int, alpha: float) -> pd.DataFrame:
+    """Runs of Table 5: FedGMKD at ``clients`` clients and Dir(``alpha``), every (λ, γ)."""
+    return frame[(frame.method == "fedgmkd") & (frame.clients == clients) & (frame.alpha == alpha)]
+
+
+def cost_table(ratios: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Table 1's time column on CIFAR-10 (seconds per client-round and the ratio to FedAvg's) beside
+    ours from :func:`time_ratios`, a pair of columns per profile and client count (and machine,
+    where a profile ran on several)."""
+    times = paper_times()
+    cost = times[times.dataset == "CIFAR-10"][["method", "seconds", "ratio"]].rename(
+        columns={"seconds": "paper s", "ratio": "paper ratio"})
+    if ratios is None or not len(ratios):
+        return cost
+    several_machines = ratios.groupby("profile").machine.nunique() > 1
+    for (profile, machine, count), group in ratios.groupby(["profile", "machine", "clients"]):
+        label = f"{profile}, {count} clients" + (f", {machine_text(machine)}" if several_machines[profile] else "")
+        cost = cost.merge(group[["method", "seconds_per_client_round", "ratio"]].rename(
+            columns={"seconds_per_client_round": f"{label}: s", "ratio": f"{label}: ratio"}), on="method", how="outer")
+    return cost
+
+
+def traffic_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Bytes per client and round of each method and client count (:func:`summary` rows, mean over
+    runs, kB), and the upload's ratio to FedAvg's at the same client count ("—" without FedAvg)."""
+    traffic = frame.groupby(["method", "clients"], as_index=False)[["upload_mb", "download_mb"]].mean()
+    fedavg_up = traffic[traffic.method == "fedavg"].set_index("clients").upload_mb
+    return pd.DataFrame({"method": traffic.method, "clients": traffic.clients,
+                         "upload (kB per client-round)": 1000 * traffic.upload_mb,
+                         "download (kB per client-round)": 1000 * traffic.download_mb,
+                         "upload vs FedAvg": [f"{u / fedavg_up[c]:.3f}×" if c in fedavg_up.index else "—"
+                                              for u, c in zip(traffic.upload_mb, traffic.clients)]})
+
+
+def fedgmkd_cost(ratios: pd.DataFrame) -> pd.DataFrame:
+    """FedGMKD's time per client-round as a multiple of FedAvg's (``ratio``, from :func:`time_ratios`)
+    per profile, machine and client count, beside the paper's on CIFAR-10 (``paper_ratio``)."""
+    times = paper_times()
+    paper = times[(times.dataset == "CIFAR-10") & (times.method == "fedgmkd")].ratio.iloc[0]
+    ours = ratios[ratios.method == "fedgmkd"].sort_values(["profile", "machine", "clients"])
+    return ours[["profile", "machine", "clients", "ratio"]].assign(paper_ratio=paper).reset_index(drop=True)

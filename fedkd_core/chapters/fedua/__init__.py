@@ -1,0 +1,40 @@
+"""Chapter "FedUA": the grids of Tables 1-3, the paper's numbers, and the tables built from records.
+
+Three grids share one ``Params``: Table 2 (FedAvg / FedDF / FedUA x partitions, C = 1), Table 3
+(the same methods on the first partition, step, at lower participation C) and Table 1 (FedDF with
+Random or BALD sample selection at each sample ratio SR, step, C = 1). ``experiments(params)`` is
+their union; ``experiments_to_run(params)`` leaves out the cells that committed reduced-profile
+records cover.
+
+The chapter is a package, one concept per module; this file only gathers the names the notebook,
+the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.contracts``):
+
+- ``grid``: ``Params`` and the three grids (what runs);
+- ``profiles``: the reference profiles whose records are committed (``REDUCED_PROFILE``, ...);
+- ``records``: which cell a record stands for, and what is left to run;
+- ``paper``: the paper's tables, as data, and its printed percentages checked;
+- ``tables``: our records as the paper's tables;
+- ``claims``: the paper's claims, counted alike on its tables and on our records;
+- ``robustness``: the readings of what the paper leaves open that the robustness grid varies.
+"""
+
+from .claims import (EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, claim_effects, effects_of, ledger_rows, observations,
+                     paper_observations)
+from .grid import (METHODS, SELECTION_NAMES, Params, algorithm_params, data_config, experiments, parse_partition,
+                   partition_name, run_config, table1_config, table1_grid, table2_grid, table3_grid)
+from .paper import (derived_rows, paper_changes, paper_table1, paper_table2, paper_table3, printed_check,
+                    relative_changes)
+from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE
+from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, reduced_profile_records
+from .robustness import ROBUSTNESS
+from .tables import history_frame, step_check, summary, table1_rows, table2_rows, table3_rows
+
+__all__ = [
+    "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "PAPER_RUNS", "Params", "REDUCED_PROFILE", "ROBUSTNESS",
+    "ROBUSTNESS_BASE", "SCALE_FIELDS", "SELECTION_NAMES", "algorithm_params", "cell_of", "claim_effects", "data_config",
+    "derived_rows", "effects_of", "experiments", "experiments_to_run", "history_frame", "ledger_rows",
+    "method_differences", "observations", "paper_changes", "paper_observations", "paper_table1", "paper_table2",
+    "paper_table3", "parse_partition", "partition_name", "printed_check", "reduced_profile_records", "relative_changes",
+    "run_config", "step_check", "summary", "table1_config", "table1_grid", "table1_rows", "table2_grid", "table2_rows",
+    "table3_grid", "table3_rows",
+]

@@ -1,0 +1,91 @@
+"""FedUA's claims, counted alike on the paper's tables and on our records, and its rows of the
+book's Claims page (``fedkd_core.chapters.ledger``)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+
+from .paper import paper_table1, paper_table2, paper_table3
+from .records import reduced_profile_records
+from .tables import summary
+
+EFFECT_CELL_KEYS = ("partition", "participation", "ratio")
+METHOD_COLUMN = "method"
+
+# "All experiments are repeated more than five times": we assume 6 runs behind each mean ± spread.
+PAPER_RUNS = 6
+
+
+def observations(records) -> pd.DataFrame:
+    """One row per run: its cell (partition, C, and for Table 1's FedDF-with-selection runs the
+    sample ratio, else 1), method (fedavg, feddf, fedua; "random" or "bald" for Table 1's runs),
+    seed, global accuracy at the last evaluation ("final") and at its best ("best"), and what the
+    convergence gate reads (evaluations, late gain in points)."""
+    from ...verdicts import trajectory
+
+    frame = summary(records)
+    stats = pd.DataFrame([trajectory(r.history, "global_acc", r.config["rounds"]) for r in records],
+                         columns=["final", "best", "evaluations", "late_gain"])
+    selected = (frame.algorithm == "feddf") & (frame.selection != "all")
+    return frame[["partition", "participation", "seed", "rounds", "profile"]].assign(
+        ratio=frame.ratio.where(selected, 1.0), method=frame.algorithm.where(~selected, frame.selection),
+        **{c: stats[c].to_numpy() for c in stats})
+
+
+def paper_observations() -> pd.DataFrame:
+    """Tables 1-3 in :func:`observations`' columns with the paper's mean and spread (%): Table 3's
+    C = 1 column is Table 2's step column, and Table 1's ratio-1 cells are FedDF on all of U."""
+    table2 = paper_table2().rename(columns={"algorithm": "method"}).assign(participation=1.0, ratio=1.0)
+    table3 = paper_table3()[lambda f: f.participation < 1].rename(columns={"algorithm": "method"}).assign(
+        partition="step", ratio=1.0)
+    table1 = paper_table1()[lambda f: f.ratio < 1].rename(columns={"selection": "method"}).assign(
+        partition="step", participation=1.0)
+    return pd.concat([table2, table3, table1], ignore_index=True)
+
+
+def effects_of(frame: pd.DataFrame, value: str = "final") -> pd.DataFrame:
+    """Per (partition, C, ratio, seed), each claim's effect on ``value`` (global accuracy, positive
+    where it holds): FedUA > FedDF > FedAvg at C = 1 as min(FedUA − FedDF, FedDF − FedAvg); BALD −
+    Random at each ratio below 1; FedUA best at every C (step) as FedUA − the better of the two
+    others; FedUA loses less than FedDF as C falls (step, C < 1) as FedDF's relative drop from C = 1
+    minus FedUA's (in points of relative drop)."""
+    keys = list(EFFECT_CELL_KEYS) + ["seed"]
+    wide = frame.pivot_table(index=keys, columns="method", values=value)
+    effects = pd.DataFrame(index=wide.index)
+    cells = wide.index.to_frame(index=False)
+    whole = (cells.ratio == 1.0).to_numpy()
+    step, full = (cells.partition == "step").to_numpy(), (cells.participation == 1.0).to_numpy()
+    has = set(wide.columns)
+    if {"fedavg", "feddf", "fedua"} <= has:
+        ordered = np.minimum(wide.fedua - wide.feddf, wide.feddf - wide.fedavg)
+        effects["FedUA > FedDF > FedAvg"] = ordered.where(full & whole)
+    if {"random", "bald"} <= has:
+        effects["BALD > Random at equal SR"] = (wide.bald - wide.random).where(~whole)
+    if {"fedavg", "feddf", "fedua"} <= has:
+        effects["FedUA best at every C"] = (wide.fedua - wide[["feddf", "fedavg"]].max(axis=1)).where(
+            step & whole & wide[["fedua", "feddf", "fedavg"]].notna().all(axis=1).to_numpy())
+    if {"feddf", "fedua"} <= has and full.any():
+        at_one = wide[full & whole].droplevel(["participation", "ratio"])
+        reference = at_one.reindex(pd.MultiIndex.from_arrays([cells.partition, cells.seed]))
+        drop = {a: 1 - wide[a].to_numpy() / reference[a].to_numpy() for a in ("feddf", "fedua")}
+        effects["FedUA loses less than FedDF as C falls"] = pd.Series(drop["feddf"] - drop["fedua"], index=wide.index).where(
+            step & whole & ~full)
+    return effects.reset_index()
+
+
+def claim_effects(records) -> pd.DataFrame:
+    """Per (partition, C, ratio, seed): each claim's effect on the final global accuracy (:func:`effects_of`)."""
+    return effects_of(observations(records), "final")
+
+
+def ledger_rows(root=None) -> pd.DataFrame:
+    """FedUA's claims for the book's Claims page, judged on the committed reduced-profile records
+    (cells whose runs are still rising, or evaluated fewer than 10 times, do not count)."""
+    from ..ledger import evidence, judged_rows
+
+    records = reduced_profile_records(root)
+    return judged_rows("FedUA", sys.modules[__package__], records, "fedua.html#verdict",
+                       "reduced: ResNet-8, 10 clients, 400 images each, 10 rounds", evidence(records))
