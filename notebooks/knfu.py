@@ -97,7 +97,7 @@ verdict_rows = ledger.verdict_box(knfu)
 # | **Datasets** | MNIST, CIFAR-10; 20 clients, Dir($\alpha$) label skew with a fixed $\vert D_n\vert$ per client; transfer set of $\vert D_n\vert$ labelled samples, disjoint from the clients |
 # | **Models** | M1 = [CU(32); CU(64); FC(64); FC(32); FC(10)] (MNIST), M2 = [CU(16); CU(16); CU(32); CU(32); FC(128); FC(10)] (CIFAR-10), `fedkd_core.models` |
 # | **Metric** | ALMA: mean over clients of each personal model's accuracy on its local test set (test images drawn with the client's class proportions); final round; mean ± std over seeds |
-# | **Code** | `fedkd_core/algorithms/{transfer_kd,knfu,fedmd,selective_fd,knfu_local}.py`, `fedkd_core/chapters/knfu.py` |
+# | **Code** | `fedkd_core/algorithms/shapes/transfer_kd.py`, `fedkd_core/algorithms/{knfu,fedmd,selective_fd,knfu_local}.py`, `fedkd_core/chapters/knfu.py`, `fedkd_core/chapters/knfu_tuning.py` |
 #
 # The parameters table below names the profile this page was executed with. Every table says
 # which profile produced its numbers: wherever a paper-profile record of a cell exists under
@@ -143,7 +143,7 @@ tables.show(report.parameters_table(params))
 # own data (a KuLSIF density ratio above its first quartile on held-out local data), and the
 # server drops samples whose ensemble is ambiguous (high entropy). **Local** spends both phases
 # on $D_n$. All four share one implementation of the round
-# (`fedkd_core.algorithms.transfer_kd.TransferDistillation`); they differ in the fusion hook.
+# (`fedkd_core.algorithms.shapes.transfer_kd.TransferDistillation`); they differ in the fusion hook.
 
 # %% [markdown]
 # ## A worked example of the fusion weights
@@ -328,7 +328,7 @@ display(Markdown(report.markdown_list(knfu.verdict(ours, paper_ran))))
 # data before it is scored; Selective-FD's demo keeps one optimiser throughout.
 #
 # So every method of the paper gets the same tuning budget over three schedule choices
-# (`fedkd_core.algorithms.schedule`): the optimiser **fresh** per phase or **kept** per client,
+# (`fedkd_core.algorithms.shapes.schedule`): the optimiser **fresh** per phase or **kept** per client,
 # the digest's learning rate (the local update's, or 1e-4) and 0 or 1 **revisit** epoch after the
 # digest, written `STATE/DIGEST_LR/REVISIT` (`fresh/-/0` is the round as first coded). The eight
 # schedules run in the tuning cells (MNIST, |D_n| = 100, α ∈ {0.1, 0.5, 1}, seed 0, the paper

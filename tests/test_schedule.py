@@ -9,7 +9,7 @@ import torch
 
 from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
 from fedkd_core.algorithms.fedmd import l1_to_logits
-from fedkd_core.algorithms.schedule import PhaseSchedule, parse_schedule, schedule_text
+from fedkd_core.algorithms.shapes.schedule import PhaseSchedule, parse_schedule, schedule_text
 from fedkd_core.chapters import knfu
 from fedkd_core.experiment import ExperimentConfig, _run_round, evaluate
 from fedkd_core.federation import DataConfig, build_federated_data

@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from ..algorithms import Context, algorithm_class, algorithm_config
-from ..algorithms.schedule import PhaseSchedule, parse_schedule, schedule_fields
+from ..algorithms.shapes.schedule import PhaseSchedule, parse_schedule, schedule_fields
 from ..experiment import ExperimentConfig, default_device
 from ..federation import DataConfig, build_federated_data
 from ..report import parse_list, record_precision
@@ -48,7 +48,7 @@ class Params:
     only when listed in ``datasets``. The transfer set has |D_n| samples (the paper's fairness
     rule). ``example_*`` set the worked example of the fusion weights.
 
-    The phases' schedule (:mod:`fedkd_core.algorithms.schedule`): ``schedules`` gives methods
+    The phases' schedule (:mod:`fedkd_core.algorithms.shapes.schedule`): ``schedules`` gives methods
     their own, ``"knfu=kept/0.0001/1, fedmd=fresh/-/1"`` (a method not named keeps the chapter's
     fresh-optimiser round); ``tuning_schedules`` runs every tuned method under each of the listed
     schedules (``"fresh/-/0, kept/0.0001/1"``), for choosing one on ``validation_fraction`` of the

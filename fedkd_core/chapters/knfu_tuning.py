@@ -3,7 +3,7 @@
 Issue 33 found that the round's *schedule* (a fresh optimiser per phase, the digest's learning
 rate, a revisit of the client's data after the digest) decides the baselines' results as much as
 their methods do. So each of the paper's four methods runs the same eight schedules
-(:data:`CANDIDATES`, :mod:`fedkd_core.algorithms.schedule`) in the tuning cells (MNIST,
+(:data:`CANDIDATES`, :mod:`fedkd_core.algorithms.shapes.schedule`) in the tuning cells (MNIST,
 |D_n| = 100, Dir(0.1 / 0.5 / 1), seed 0), trained on 80% of every client's data and scored on the
 20% held out (never on the test data); each method keeps the schedule with the highest mean
 validation ALMA at the last round. :data:`TUNING_PROFILE` is that grid
@@ -19,7 +19,7 @@ from dataclasses import fields, replace
 
 import pandas as pd
 
-from ..algorithms.schedule import PhaseSchedule, schedule_text
+from ..algorithms.shapes.schedule import PhaseSchedule, schedule_text
 from ..results import stored_records
 from . import knfu
 from .knfu import METHODS, PAPER_PROFILE, TUNED, Params, experiments, final_table, paper_table1
