@@ -60,14 +60,14 @@ def test_profiles_whose_records_are_committed_run_fp32_on_every_machine():
 
     import yaml
 
-    from fedkd_core.chapters import CHAPTERS, chapter_module
+    from fedkd_core.chapters import chapter_module
+    from fedkd_core.chapters.card import chapter_of
 
     params = Path(__file__).resolve().parents[1] / "notebooks" / "params"
     checked = 0
     for profile in ("paper", "reduced", "robustness", "tuning"):
         for path in sorted((params / profile).glob("*.yaml")):
-            # CHAPTER.yaml, or CHAPTER_PART.yaml for part of a profile (a chapter's name may hold "_" too)
-            chapter = max((c for c in CHAPTERS if path.stem == c or path.stem.startswith(f"{c}_")), key=len)
+            chapter = chapter_of(path)  # CHAPTER.yaml, or CHAPTER_PART.yaml for part of a profile
             fields = {f.name for f in dataclasses.fields(chapter_module(chapter).Params)}
             if "mixed_precision" in fields:
                 assert yaml.safe_load(path.read_text())["mixed_precision"] is False, path
