@@ -58,6 +58,8 @@ EXECUTION_SETTINGS = (("train", "mixed_precision"),)
 # any other value is a different run with its own key. (section, name): value.
 ADDED_FIELDS = {
     ("train", "drop_last"): False,
+    ("train", "lr_decay_at"): [],
+    ("train", "lr_decay_factor"): 0.1,
     ("algorithm_params", "personal"): "global",
     ("algorithm_params", "optimizer_state"): "fresh",
     ("algorithm_params", "digest_lr"): None,

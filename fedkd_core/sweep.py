@@ -44,6 +44,7 @@ from tqdm import tqdm
 
 from . import leases
 from .chapters import chapter_module, chapter_params, experiments_to_run
+from .chapters.datafiles import is_reference_profile
 from .chapters.robustness import sweep_order as robustness_grid
 from .experiment import RunDiverged, default_device
 from .results import (RecordError, ResultsNotWritable, check_writable, config_hash, device_name, is_finished,
@@ -76,6 +77,8 @@ def load_grid(chapter: str, params_file: Path, robustness: bool = False, variant
             raise SystemExit(str(error)) from None
     if variants:
         raise SystemExit("--variant names a robustness variant: it needs --robustness")
+    if is_reference_profile(params_file):  # a committed reference profile: its whole grid, under its label
+        return params, module.experiments(params)
     return params, experiments_to_run(module, params)
 
 

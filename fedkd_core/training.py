@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -35,6 +35,10 @@ class TrainConfig:
     drop_last: skip an epoch's last, incomplete batch (PyTorch's DataLoader option). A model
     with batch normalisation cannot train on a batch of one, which a client whose data size is
     one more than a multiple of the batch size would otherwise meet.
+    lr_decay_at: the rounds (1-based) from which the local lr is multiplied by ``lr_decay_factor``
+    once more, a step schedule over rounds (FedBE's setup, which FedUA inherits: x0.1 at 30% and
+    60% of the rounds; :func:`decay_rounds` turns such fractions into rounds). Empty: a constant
+    lr. The algorithm applies it at the start of each round (:meth:`for_round`).
     """
 
     epochs: int = 1
@@ -46,8 +50,15 @@ class TrainConfig:
     mixed_precision: bool | str = "auto"
     augment: str = "none"
     drop_last: bool = False
+    lr_decay_at: tuple[int, ...] = ()
+    lr_decay_factor: float = 0.1
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "lr_decay_at", tuple(self.lr_decay_at))  # a stored record gives a list
+        if any(not isinstance(r, int) or r < 2 for r in self.lr_decay_at) or list(self.lr_decay_at) != sorted(set(self.lr_decay_at)):
+            raise ValueError(f"lr_decay_at must be increasing rounds >= 2 (got {self.lr_decay_at!r})")
+        if not 0 < self.lr_decay_factor <= 1:
+            raise ValueError(f"lr_decay_factor must be in (0, 1] (got {self.lr_decay_factor})")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)} (got {self.optimizer!r})")
         if self.epochs < 0:
@@ -58,6 +69,21 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0 (got {self.lr})")
         check_mixed_precision(self.mixed_precision)
         check_augmentation(self.augment)
+
+    def for_round(self, round_index: int) -> "TrainConfig":
+        """The settings local training uses in round ``round_index``: the lr after the decays
+        whose round has come (``lr_decay_at``); the config itself when there are none."""
+        decays = sum(round_index >= r for r in self.lr_decay_at)
+        return replace(self, lr=self.lr * self.lr_decay_factor ** decays) if decays else self
+
+
+def decay_rounds(fractions: Sequence[float], rounds: int) -> tuple[int, ...]:
+    """The rounds at which a step schedule decays, from fractions of ``rounds``: FedBE's "decay by
+    0.1 at 30% and 60% of total rounds" over 40 rounds is (0.3, 0.6) -> (13, 25), so rounds 1-12
+    train at the initial lr, 13-24 at a tenth of it and 25-40 at a hundredth."""
+    if any(not 0 < f < 1 for f in fractions):
+        raise ValueError(f"lr decay fractions must be in (0, 1) (got {list(fractions)})")
+    return tuple(sorted({int(f * rounds) + 1 for f in fractions}))
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ WORDS = (HOLDS, PARTLY, DOES_NOT_HOLD, INCONCLUSIVE, UNTESTED, UNTESTABLE, NO_RE
 MIN_EVALUATIONS = 10
 MAX_LATE_GAIN = 1.0
 LATE_SHARE = 0.2
+LATE_SMOOTHING = 3  # evaluations averaged at each end of the late window (trajectory)
 DECIDABLE_EFFECT = 1.0  # points: "what more seeds would buy" is the seeds that decide an effect this size
 # One run's final ALMA rerun with the same config and seed on another CPU, fp32: the mean absolute
 # difference in points (benchmarks/precision_drift.py; results/README.md gives the runs and CPUs).
@@ -260,18 +261,25 @@ def claims_in(effects: pd.DataFrame, cell_keys: Sequence[str]) -> list[str]:
 
 # --- the convergence gate ----------------------------------------------------------------------
 
-def trajectory(history: Sequence[dict], metric: str, rounds: int, late_share: float = LATE_SHARE) -> dict:
+def trajectory(history: Sequence[dict], metric: str, rounds: int, late_share: float = LATE_SHARE,
+               smoothing: int = LATE_SMOOTHING) -> dict:
     """From a run's evaluated rounds: the metric at the last evaluation ("final"), its best value
-    ("best"), how many times it was evaluated, and its gain in points from the last evaluation at
-    or before round (1 − ``late_share``) x ``rounds`` to the end ("late_gain")."""
+    ("best"), how many times it was evaluated, and its gain in points over the last ``late_share``
+    of the rounds ("late_gain"): the mean of the last k evaluations minus the mean of the k
+    evaluations ending at round (1 − ``late_share``) x ``rounds``, where k is ``smoothing`` or the
+    number of evaluations after that round if fewer. One evaluation moves by up to a point from round
+    to round (FedUA's FedAvg, evaluated every round); averaging three keeps that noise from reading
+    as a rise or a plateau, and with one evaluation after the cut it is the plain difference."""
     points = [(row["round"], row[metric]) for row in history if row.get(metric) is not None and np.isfinite(row[metric])]
     if not points:
         return {"final": float("nan"), "best": float("nan"), "evaluations": 0, "late_gain": float("nan")}
     cut = (1 - late_share) * rounds
     before = [value for r, value in points if r <= cut]
-    final = points[-1][1]
-    return {"final": final, "best": max(value for _, value in points), "evaluations": len(points),
-            "late_gain": (final - before[-1]) * POINTS if before else float("nan")}
+    after = [value for r, value in points if r > cut]
+    k = max(1, min(smoothing, len(after), len(before)))
+    gain = (np.mean(after[-k:]) - np.mean(before[-k:])) * POINTS if before and after else float("nan")
+    return {"final": points[-1][1], "best": max(value for _, value in points), "evaluations": len(points),
+            "late_gain": float(gain)}
 
 
 def gate(observations: pd.DataFrame, cell_keys: Sequence[str], method: str = "method",

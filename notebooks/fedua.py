@@ -44,6 +44,7 @@ rounds = 2
 local_epochs = 1
 batch_size = 32
 lr = 0.01
+local_lr_decay = ""
 momentum = 0.9
 weight_decay = 0.0002
 augment = "crop_flip"

@@ -199,3 +199,37 @@ def test_a_non_positive_definite_covariance_is_a_failure_not_a_divergence(monkey
     with pytest.raises(FloatingPointError, match="positive definite") as caught:
         simulate(config("fedavg", rounds=1), progress=False)
     assert not isinstance(caught.value, experiment.RunDiverged)
+
+
+def test_a_step_lr_schedule_decays_the_local_lr_from_its_rounds():
+    """TrainConfig.for_round multiplies the lr once per decay round reached (FedBE: x0.1 at 30% and
+    60% of the rounds); decay_rounds turns those fractions into 1-based rounds."""
+    from fedkd_core.training import decay_rounds
+
+    assert decay_rounds((0.3, 0.6), 40) == (13, 25)
+    schedule = TrainConfig(lr=0.01, lr_decay_at=decay_rounds((0.3, 0.6), 40))
+    assert [schedule.for_round(r).lr for r in (1, 12)] == [0.01, 0.01]
+    assert schedule.for_round(13).lr == pytest.approx(0.001) and schedule.for_round(24).lr == pytest.approx(0.001)
+    assert schedule.for_round(25).lr == pytest.approx(0.0001) and schedule.for_round(40).lr == pytest.approx(0.0001)
+    assert TRAIN.for_round(30) is TRAIN
+    for bad in [dict(lr_decay_at=(5, 3)), dict(lr_decay_at=(1,)), dict(lr_decay_factor=0.0)]:
+        with pytest.raises(ValueError, match="lr_decay"):
+            TrainConfig(**bad)
+    with pytest.raises(ValueError, match="fractions"):
+        decay_rounds((0.3, 1.2), 40)
+
+
+def test_a_decayed_lr_reaches_training_and_the_default_keeps_every_record_key():
+    """With the lr decayed to almost nothing from round 2, FedAvg's global model stops moving after
+    round 1 (a constant lr keeps improving it); a config without a schedule keeps its old key."""
+    still = TrainConfig(**{**TRAIN.__dict__, "lr_decay_at": (2,), "lr_decay_factor": 1e-9})
+    frozen = [r["global_acc"] for r in simulate(config("fedavg", train=still), progress=False)["history"]]
+    moving = [r["global_acc"] for r in simulate(config("fedavg"), progress=False)["history"]]
+    assert max(frozen) - min(frozen) < 0.01, frozen
+    assert moving[-1] - moving[0] > 0.03, moving
+    from fedkd_core.results import key_of
+
+    before_the_schedule = config("fedavg").resolved()  # a config as records were keyed before the fields existed
+    del before_the_schedule["train"]["lr_decay_at"], before_the_schedule["train"]["lr_decay_factor"]
+    assert key_of(before_the_schedule) == config_hash(config("fedavg"))
+    assert config_hash(config("fedavg", train=still)) != config_hash(config("fedavg"))

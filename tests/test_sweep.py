@@ -6,8 +6,11 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 from fedkd_core import leases, sweep
 from fedkd_core.results import config_hash, load_record
@@ -290,3 +293,20 @@ def test_a_robustness_sweep_on_ray_takes_the_runs_in_the_local_sweeps_order(tmp_
     _, grid = sweep.load_grid("knfu", params, robustness=True, variants=("R = 30 rounds",))
     assert [config_hash(c) for c in sent["configs"]] == [config_hash(c) for c in grid] and grid
     assert sent["options"].address == "auto" and sent["options"].run_gpus == 0.5
+
+
+def test_a_committed_reduced_yaml_runs_its_whole_grid_and_a_copy_elsewhere_is_refused(tmp_path):
+    """reduced/fedua_plateau.yaml redesigns the method (cnn5, a decaying local lr) under the label
+    "reduced": as a committed reference profile the sweep runs all of it; the same file outside
+    notebooks/params/ is a user's run labelled "reduced", refused with the guard's advice."""
+    from fedkd_core.chapters import fedua
+    from fedkd_core.sweep import load_grid
+
+    committed = ROOT / "notebooks" / "params" / "reduced" / "fedua_plateau.yaml"
+    params, configs = load_grid("fedua", committed)
+    assert params.model == "cnn5" and len(configs) == len(fedua.experiments(params)) == 69
+    assert {c.train.lr_decay_at for c in configs} == {(13, 25)}
+    copy = tmp_path / "fedua.yaml"
+    copy.write_text(committed.read_text())
+    with pytest.raises(ValueError, match="profile custom"):
+        load_grid("fedua", copy)

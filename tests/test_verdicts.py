@@ -83,8 +83,24 @@ def test_trajectory_reads_final_best_and_the_late_gain():
     history = [{"round": r, "alma": a} for r, a in zip(range(2, 21, 2), [0.1, 0.3, 0.5, 0.6, 0.62, 0.64, 0.66, 0.70, 0.68, 0.69])]
     run = V.trajectory(history, "alma", rounds=20)
     assert (run["final"], run["best"], run["evaluations"]) == (0.69, 0.70, 10)
-    assert run["late_gain"] == pytest.approx((0.69 - 0.70) * 100)  # from round 16 (the last at or before 0.8 x 20)
+    # two evaluations after round 16 (0.8 x 20), so two at each end: rounds 18, 20 against 14, 16
+    assert run["late_gain"] == pytest.approx(((0.68 + 0.69) / 2 - (0.66 + 0.70) / 2) * 100)
+    sparse = V.trajectory(history[::2], "alma", rounds=20)  # rounds 2, 6, ..., 18: one evaluation after the cut
+    assert sparse["late_gain"] == pytest.approx((0.68 - 0.66) * 100)
     assert V.trajectory([{"round": 1, "global_acc": None}], "global_acc", 1)["evaluations"] == 0
+
+
+def test_the_late_gain_averages_three_evaluations_so_round_to_round_noise_is_not_a_rise():
+    """A plateau at 0.60 with +-1 point of noise, evaluated every round for 45 rounds, low at round
+    36 (the cut, 0.8 x 45) and high at the end: the plain difference reads +2 points (still rising),
+    the smoothed one (rounds 43-45 against 34-36) +0.67; a real climb of 0.2 point a round still
+    reads as a rise (9 rounds apart: +1.8, plus the same noise)."""
+    noise = {r: (0.01 if r % 2 else -0.01) for r in range(1, 46)}
+    flat = [{"round": r, "acc": 0.60 + e} for r, e in noise.items()]
+    assert V.trajectory(flat, "acc", 45, smoothing=1)["late_gain"] == pytest.approx(2.0)
+    assert V.trajectory(flat, "acc", 45)["late_gain"] == pytest.approx(2 / 3)
+    climbing = [{"round": r, "acc": 0.40 + 0.002 * r + e} for r, e in noise.items()]
+    assert V.trajectory(climbing, "acc", 45)["late_gain"] == pytest.approx(1.8 + 2 / 3)
 
 
 def test_the_gate_passes_a_plateau_and_names_what_is_still_rising_or_sparse():

@@ -39,3 +39,16 @@ def profile(params_class: type, path: str):
     "reduced/fedckd.yaml"), checked as a sweep's yaml is (:func:`fedkd_core.chapters.chapter_params`)."""
     text = resources.files(__package__).joinpath(PROFILES, *path.split("/")).read_text()
     return chapter_params(params_class, yaml.safe_load(text) or {})
+
+
+def is_reference_profile(path) -> bool:
+    """Whether ``path`` is one of the committed reference profiles, a yaml under
+    ``notebooks/params/reduced/`` or ``notebooks/params/paper/`` of this checkout or package: those
+    name what the committed records are, so a sweep runs their whole grid under their label (a
+    redesigned reduced profile, ``reduced/fedua_plateau.yaml``, included, before it replaces the
+    chapter's own)."""
+    from pathlib import Path
+
+    root = Path(str(resources.files(__package__).joinpath(PROFILES))).resolve()
+    where = Path(path).resolve()
+    return any(where.is_relative_to(root / kind) for kind in ("reduced", "paper"))

@@ -80,9 +80,11 @@ class Algorithm:
         self.config = config
         self.ctx = ctx
         self.round = 0
+        self.base_train = ctx.train  # the run's settings; ctx.train is this round's (its local lr decayed)
 
     def begin_round(self, round_index: int) -> None:
         self.round = round_index
+        self.ctx.train = self.base_train.for_round(round_index)
 
     def generator(self, party: int, phase: str = "update") -> torch.Generator:
         """This round's torch generator of ``party`` (a client, or SERVER) in ``phase`` ("update"

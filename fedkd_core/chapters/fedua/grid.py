@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ...experiment import ExperimentConfig
 from ...federation import DataConfig
 from ...report import parse_list
-from ...training import TrainConfig
+from ...training import TrainConfig, decay_rounds
 
 METHODS = {"fedavg": "FedAvg", "feddf": "FedDF", "fedua": "FedUA"}
 SELECTION_NAMES = {"random": "Random", "bald": "BALD"}
@@ -68,6 +68,7 @@ class Params:
     local_epochs: int = 1
     batch_size: int = 32
     lr: float = 0.01
+    local_lr_decay: str = ""  # fractions of the rounds at which the local lr is multiplied by 0.1, e.g. "0.3,0.6" (FedBE's setup); "" keeps it constant
     momentum: float = 0.9
     weight_decay: float = 2e-4
     augment: str = "crop_flip"
@@ -112,7 +113,11 @@ class Params:
     @property
     def train(self) -> TrainConfig:
         return TrainConfig(epochs=self.local_epochs, batch_size=self.batch_size, lr=self.lr, momentum=self.momentum,
-                           weight_decay=self.weight_decay, mixed_precision=self.mixed_precision, augment=self.augment)
+                           weight_decay=self.weight_decay, mixed_precision=self.mixed_precision, augment=self.augment,
+                           lr_decay_at=decay_rounds(self.decay_fractions(), self.rounds))
+
+    def decay_fractions(self) -> list[float]:
+        return parse_list(self.local_lr_decay, float, "local_lr_decay") if str(self.local_lr_decay).strip() else []
 
 
 def algorithm_params(params: Params, algorithm: str, **extra) -> dict:
