@@ -56,6 +56,9 @@
 #
 # **The convergence gate.** A cell counts only if every run behind it was evaluated at least 10
 # times and every method's mean curve gained less than 1 point over the last 20% of the rounds.
+# The gain averages three evaluations at each end (the last three, and the three ending at 80% of
+# the rounds; fewer when fewer lie after that point): one evaluation moves by up to a point from
+# round to round, and the gate must not read that noise as a rise or a plateau.
 # On a reduced profile a cell that fails is left out and a claim with no cell left is *untested
 # at this scale*, with the reason (which method is still rising, by how much). At the paper's own
 # round budget (KnFu, FedCKD's paper-scale column) a method still rising is the paper's protocol,
