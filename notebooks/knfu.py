@@ -97,7 +97,7 @@ verdict_rows = ledger.verdict_box(knfu)
 # | **Datasets** | MNIST, CIFAR-10; 20 clients, Dir($\alpha$) label skew with a fixed $\vert D_n\vert$ per client; transfer set of $\vert D_n\vert$ labelled samples, disjoint from the clients |
 # | **Models** | M1 = [CU(32); CU(64); FC(64); FC(32); FC(10)] (MNIST), M2 = [CU(16); CU(16); CU(32); CU(32); FC(128); FC(10)] (CIFAR-10), `fedkd_core.models` |
 # | **Metric** | ALMA: mean over clients of each personal model's accuracy on its local test set (test images drawn with the client's class proportions); final round; mean ± std over seeds |
-# | **Code** | `fedkd_core/algorithms/shapes/transfer_kd.py`, `fedkd_core/algorithms/{knfu,fedmd,selective_fd,knfu_local}.py`, `fedkd_core/chapters/knfu.py`, `fedkd_core/chapters/knfu_tuning.py` |
+# | **Code** | `fedkd_core/algorithms/shapes/transfer_kd.py`, `fedkd_core/algorithms/{knfu,fedmd,selective_fd,knfu_local}.py`, `fedkd_core/chapters/knfu/` |
 #
 # The parameters table below names the profile this page was executed with. Every table says
 # which profile produced its numbers: wherever a paper-profile record of a cell exists under
@@ -337,18 +337,16 @@ display(Markdown(report.markdown_list(knfu.verdict(ours, paper_ran))))
 # validation ALMA (`notebooks/params/tuning/knfu.yaml`; the table lists each method's best first).
 
 # %% tags=["hide-input"]
-from fedkd_core.chapters import knfu_tuning  # noqa: E402
-
-tuning_runs = knfu_tuning.tuning_records()
-tuning = knfu_tuning.tuning_table(tuning_runs)
+tuning_runs = knfu.tuning_records()
+tuning = knfu.tuning_table(tuning_runs)
 if tuning.empty:
     display(Markdown("No tuning records committed yet: run `python -m fedkd_core.sweep knfu --params "
                      "notebooks/params/tuning/knfu.yaml --workers 2`."))
 else:
     tables.show(tuning.drop(columns="algorithm"), digits=1,
                 legend="Validation ALMA (%) at the last round, seed 0, on the held-out 20% of each client's data.")
-    chosen = knfu_tuning.chosen_schedules(tuning_runs)
-    display(Markdown(f"{len(tuning_runs)} of {len(knfu.experiments(knfu_tuning.TUNING_PROFILE))} tuning runs committed. "
+    chosen = knfu.chosen_schedules(tuning_runs)
+    display(Markdown(f"{len(tuning_runs)} of {len(knfu.experiments(knfu.TUNING_PROFILE))} tuning runs committed. "
                      + ("Chosen: " + ", ".join(f"{knfu.METHODS[m]} `{s}`" for m, s in sorted(chosen.items()))
                         if chosen else "No method has all eight schedules run yet: no choice is made.")))
 
@@ -360,19 +358,19 @@ else:
 # "(schedules tuned)". CIFAR-10 (Table 2) is not rerun: its verdicts above stay as coded.
 
 # %% tags=["hide-input"]
-tuned_runs = knfu_tuning.tuned_records()
+tuned_runs = knfu.tuned_records()
 coded_runs = paper_records or knfu.paper_profile_records()  # the committed records, whatever this run's method
 if not tuned_runs:
     display(Markdown("No tuned-schedule records committed yet: run `python -m fedkd_core.sweep knfu --params "
                      "notebooks/params/paper/knfu_tuned.yaml --workers 2`."))
 else:
-    tables.show(knfu_tuning.schedule_table(coded_runs, tuned_runs), digits=1,
+    tables.show(knfu.schedule_table(coded_runs, tuned_runs), digits=1,
                 legend="Final ALMA (%), mean over the seeds run under both schedules; the paper's Table 1 beside.")
-    changes = knfu_tuning.verdict_changes(coded_runs, tuned_runs)
+    changes = knfu.verdict_changes(coded_runs, tuned_runs)
     tables.show(changes, legend="Each claim on the same cells and seeds, as coded and tuned (effect in points, "
                                 "95% interval).")
     changed = changes[changes.changed == "yes"].claim.tolist()
-    display(Markdown(f"{len(tuned_runs)} of {len(knfu.experiments(knfu_tuning.TUNED_PROFILE))} tuned runs committed. "
+    display(Markdown(f"{len(tuned_runs)} of {len(knfu.experiments(knfu.TUNED_PROFILE))} tuned runs committed. "
                      + (f"Verdicts that change with the schedule: {', '.join(changed)}." if changed
                         else "No verdict changes with the schedule on these cells.")))
 
@@ -380,7 +378,7 @@ else:
 # ## Robustness to what the paper leaves open
 #
 # The verdict above rests on one reading of each choice the paper does not fix: KnFu's paper names no optimiser, learning rate or Selective-FD threshold and fixes R, λ and the fine-tuning epochs without a search. The
-# robustness grid (`knfu.ROBUSTNESS`, as data in `fedkd_core/chapters/knfu.py`) reruns the claims'
+# robustness grid (`knfu.ROBUSTNESS`, as data in `fedkd_core/chapters/knfu/robustness.py`) reruns the claims'
 # cells (MNIST at |D_n| = 100, α ∈ {0.1, 0.5, 1}, 3 seeds, the paper profile otherwise) once per alternative reading; the first variant is this chapter's own. For each
 # variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
 # `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants

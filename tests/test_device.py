@@ -206,8 +206,9 @@ def test_chapter_helpers_run_on_the_stand_in_device(monkeypatch):
     """The chapters' own loops (KnFu's fusion example, FedCKD's forgetting trace) on the device."""
     from fedkd_core.chapters import fedckd, knfu
     from fedkd_core.chapters.fedckd import analysis as fedckd_analysis
+    from fedkd_core.chapters.knfu import analysis as knfu_analysis
 
-    for module in (knfu, fedckd_analysis):  # where each loop looks its device up
+    for module in (knfu_analysis, fedckd_analysis):  # where each loop looks its device up
         monkeypatch.setattr(module, "default_device", lambda: STAND_IN)
     with DeviceCheck():
         example = knfu.fusion_example(knfu.Params(num_clients=3, example_size=20,

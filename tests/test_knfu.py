@@ -217,11 +217,13 @@ def test_notebook_runs_only_cells_the_paper_records_do_not_cover(monkeypatch):
     from types import SimpleNamespace
 
     from fedkd_core.chapters import experiments_to_run, knfu as chapter
+    from fedkd_core.chapters.knfu import records
 
     quick = chapter.Params(profile="quick", mnist_alphas="0.1,0.5", mnist_sizes="100", num_clients=8)
     paper_run = SimpleNamespace(config={"data": {"dataset": "mnist", "alpha": 0.1, "samples_per_client": 100},
                                         "algorithm": "knfu"})
-    monkeypatch.setattr(chapter, "paper_profile_records", lambda root=None: [paper_run])
+    # patched where it is called: experiments_to_run and reusable_paper_records live in knfu.records
+    monkeypatch.setattr(records, "paper_profile_records", lambda root=None: [paper_run])
     left = experiments_to_run(chapter, quick)
     assert len(left) == len(chapter.experiments(quick)) - 1
     assert ("mnist", 0.1, 100, "knfu") not in {chapter.cell_of(c) for c in left}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedkd_core.chapters import fedckd, fedgmkd, fedua
+from fedkd_core.chapters import fedckd, fedgmkd, fedua, knfu
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PAIR = re.compile(r"(\d+\.\d+)\s*±(?:plus-or-minus\\pm±)?\s*(\d+\.\d+)")  # "62.6 ± 0.23", "90.15±plus-or-minus\pm±0.10"
@@ -63,6 +63,13 @@ def test_fedua_tables_hold_the_papers_numbers():
     assert tuple(cell(fedua.paper_table2(), partition="dir0.1", algorithm="fedua")[["mean", "std"]]) == (65.3, 0.78)
     assert tuple(cell(fedua.paper_table3(), participation=0.4, algorithm="feddf")[["mean", "std"]]) == (63.8, 1.03)
     assert cell(fedua.paper_changes(), row="accuracy drop", algorithm="fedua", column="C = 0.4")["printed"] == 8.7
+
+
+def test_knfu_tables_hold_the_papers_numbers():
+    assert tuple(cell(knfu.paper_table1(), alpha=0.25, size=100, algorithm="knfu_local")[["mean", "std"]]) == (88.7, 0.2)
+    assert tuple(cell(knfu.paper_table1(), alpha=0.5, size=200, algorithm="knfu_local")[["mean", "std"]]) == (89.9, 0.0)
+    assert tuple(cell(knfu.paper_table2(), alpha=0.1, size=1000, algorithm="fedmd")[["mean", "std"]]) == (52.34, 1.18)
+    assert tuple(cell(knfu.paper_table2(), alpha=1.0, size=500, algorithm="selective_fd")[["mean", "std"]]) == (44.38, 2.63)
 
 
 # --- every cell against the papers' text ----------------------------------------------------------
@@ -181,3 +188,32 @@ def test_every_fedua_cell_is_the_papers():
                **{("accuracy drop", a, f"C = {c:g}"): after[0] for (a, c), (_, after) in zip(order3, table3)
                   if after[0] is not None}}
     assert {(r.row, r.algorithm, r.column): r.printed for r in fedua.paper_changes().itertuples()} == printed
+
+
+KNFU_METHODS = {label: key for key, label in knfu.METHODS.items()}
+KNFU_PAIR = re.compile(r"\$(\d+\.\d+) \\pm (\d+\.\d+)\$")  # "$93.5 \pm 0.6$"
+
+
+def knfu_cells(text: str, start: str, end: str) -> dict[tuple[float, int, str], tuple[float, float]]:
+    """{(alpha, |D_n|, method): (mean, std)} of a KnFu table as its text holds it: a header row of
+    |D_n| = ..., a row of method names under each, then one row per heterogeneity level."""
+    lines = [line for line in block(text, start, end).splitlines() if line.startswith("|")]
+    sizes = [int(n) for n in re.findall(r"=\s*(\d+)\$", lines[0])]
+    methods = [KNFU_METHODS[c.strip()] for c in lines[2].strip("|").split("|") if c.strip()]
+    columns = list(zip([size for size in sizes for _ in range(len(methods) // len(sizes))], methods))
+    cells = {}
+    for line in lines[3:]:
+        alpha = float(re.search(r"\\alpha = ([\d.]+)", line)[1])
+        pairs = [(float(m), float(sd)) for m, sd in KNFU_PAIR.findall(line)]
+        assert len(pairs) == len(columns), line
+        cells.update({(alpha, size, method): pair for (size, method), pair in zip(columns, pairs)})
+    return cells
+
+
+def test_every_knfu_cell_is_the_papers():
+    text = shared_text("papers/knfu.md")
+    for table, dataset, (start, end), count in ((knfu.paper_table1(), "mnist", ("TABLE 1:", "TABLE 2:"), 4 * 3 * 4),
+                                                (knfu.paper_table2(), "cifar10", ("TABLE 2:", "### B."), 3 * 2 * 4)):
+        paper = knfu_cells(text, start, end)
+        assert set(table.dataset) == {dataset} and len(paper) == count
+        assert {(r.alpha, r.size, r.algorithm): (r.mean, r.std) for r in table.itertuples()} == paper

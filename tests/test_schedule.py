@@ -192,11 +192,9 @@ def test_tuning_yaml_is_the_tuning_profile():
 
     import yaml
 
-    from fedkd_core.chapters import knfu_tuning
-
     path = Path(__file__).resolve().parents[1] / "notebooks" / "params" / "tuning" / "knfu.yaml"
-    assert knfu.Params(**yaml.safe_load(path.read_text())) == knfu_tuning.TUNING_PROFILE
-    assert len(knfu.experiments(knfu_tuning.TUNING_PROFILE)) == 3 * 4 * 8
+    assert knfu.Params(**yaml.safe_load(path.read_text())) == knfu.TUNING_PROFILE
+    assert len(knfu.experiments(knfu.TUNING_PROFILE)) == 3 * 4 * 8
 
 
 def fake_record(algorithm, schedule, alpha, alma):
@@ -209,22 +207,20 @@ def fake_record(algorithm, schedule, alpha, alma):
 
 
 def test_each_method_keeps_the_schedule_with_the_best_mean_validation_alma_once_all_are_run():
-    from fedkd_core.chapters import knfu_tuning
-
     records = []
-    for i, schedule in enumerate(knfu_tuning.CANDIDATES):
+    for i, schedule in enumerate(knfu.CANDIDATES):
         for alpha in (0.1, 0.5, 1.0):
             # fedmd: "kept/-/1" best on average though not in every cell; knfu: the default best
             records.append(fake_record("fedmd", schedule, alpha,
                                        0.5 + 0.01 * i * (schedule == "kept/-/1") + 0.02 * (alpha == 0.1) * (i == 1)))
             records.append(fake_record("knfu", schedule, alpha, 0.9 - 0.01 * i))
     records.append(fake_record("knfu_local", "fresh/-/0", 0.1, 0.8))  # one run: no choice yet
-    table = knfu_tuning.tuning_table(records)
+    table = knfu.tuning_table(records)
     fedmd = table[table.algorithm == "fedmd"].set_index("schedule")
     assert fedmd.loc["kept/-/1", "validation ALMA (%)"] == pytest.approx(100 * (0.5 + 0.06))
     assert fedmd.loc["kept/-/1", "vs default (points)"] == pytest.approx(6.0)
-    assert knfu_tuning.chosen_schedules(records) == {"fedmd": "kept/-/1", "knfu": "fresh/-/0"}
-    tuned = knfu_tuning.tuned_params({"fedmd": "kept/-/1", "knfu": "fresh/-/0"})
+    assert knfu.chosen_schedules(records) == {"fedmd": "kept/-/1", "knfu": "fresh/-/0"}
+    tuned = knfu.tuned_params({"fedmd": "kept/-/1", "knfu": "fresh/-/0"})
     assert tuned.method_schedules() == {"knfu": PhaseSchedule(), "fedmd": PhaseSchedule("kept", None, 1)}
     assert tuned.datasets == "mnist"
 
@@ -238,7 +234,7 @@ def test_fedmd_original_yaml_is_its_profile_and_its_records_are_read_with_the_pa
     assert knfu.Params(**yaml.safe_load(path.read_text())) == knfu.FEDMD_ORIGINAL_PROFILE
     configs = knfu.experiments(knfu.FEDMD_ORIGINAL_PROFILE)
     assert len(configs) == 36 and {c.algorithm for c in configs} == {"fedmd_original"}
-    assert knfu.algorithm_config("fedmd_original", configs[0].algorithm_params).revisit_epochs == 4
+    assert algorithm_config("fedmd_original", configs[0].algorithm_params).revisit_epochs == 4
 
 
 def test_tuned_yaml_is_the_tuned_profile_with_the_schedules_the_committed_tuning_records_choose():
@@ -246,14 +242,12 @@ def test_tuned_yaml_is_the_tuned_profile_with_the_schedules_the_committed_tuning
 
     import yaml
 
-    from fedkd_core.chapters import knfu_tuning
-
     root = Path(__file__).resolve().parents[1]
     path = root / "notebooks" / "params" / "paper" / "knfu_tuned.yaml"
-    assert knfu.Params(**yaml.safe_load(path.read_text())) == knfu_tuning.TUNED_PROFILE
-    committed = knfu_tuning.tuning_records(root / "results")
-    assert knfu_tuning.TUNED_PROFILE == knfu_tuning.tuned_params(knfu_tuning.chosen_schedules(committed))
-    configs = knfu.experiments(knfu_tuning.TUNED_PROFILE)
+    assert knfu.Params(**yaml.safe_load(path.read_text())) == knfu.TUNED_PROFILE
+    committed = knfu.tuning_records(root / "results")
+    assert knfu.TUNED_PROFILE == knfu.tuned_params(knfu.chosen_schedules(committed))
+    configs = knfu.experiments(knfu.TUNED_PROFILE)
     assert len(configs) == 12 * 4 * 3 and {c.data.dataset for c in configs} == {"mnist"}
     # no tuned run shares a key with a run as first coded: the two sets of records never mix
     coded = knfu.experiments(replace(knfu.PAPER_PROFILE, datasets="mnist"))
@@ -275,8 +269,6 @@ def run_record(algorithm, alpha, seed, alma, schedule="fresh/-/0"):
 
 
 def test_schedules_are_compared_on_the_same_cells_and_seeds_and_a_reversed_claim_reads_as_changed():
-    from fedkd_core.chapters import knfu_tuning
-
     coded, tuned = [], []
     for alpha in (0.1, 0.5, 1.0):
         for seed in range(3):
@@ -286,15 +278,15 @@ def test_schedules_are_compared_on_the_same_cells_and_seeds_and_a_reversed_claim
             tuned += [run_record("knfu", alpha, seed, 0.91 + noise, "kept/-/1"),
                       run_record("fedmd", alpha, seed, 0.95 + noise, "kept/-/1")]
     coded += [run_record("knfu", 0.25, 0, 0.5), run_record("fedmd", 0.25, 0, 0.1)]  # a cell not rerun: left out
-    assert len(knfu_tuning.same_runs(coded, tuned)) == len(coded) - 2
-    table = knfu_tuning.schedule_table(coded, tuned).set_index(["alpha", "method"])
+    assert len(knfu.same_runs(coded, tuned)) == len(coded) - 2
+    table = knfu.schedule_table(coded, tuned).set_index(["alpha", "method"])
     assert table.loc[(0.1, "FedMD"), "as coded"] == pytest.approx(80.2)
     assert table.loc[(0.1, "FedMD"), "tuned"] == pytest.approx(95.2)
     assert table.loc[(0.1, "FedMD"), "change (points)"] == pytest.approx(15.0)
     assert table.loc[(0.1, "FedMD"), "seeds"] == 3 and table.loc[(0.1, "FedMD"), "paper"] == pytest.approx(89.3)
     assert 0.25 not in table.index.get_level_values("alpha")
-    changes = knfu_tuning.verdict_changes(coded, tuned).set_index("claim")
+    changes = knfu.verdict_changes(coded, tuned).set_index("claim")
     assert changes.loc["KnFu > FedMD", "as coded"].startswith("holds")
     assert changes.loc["KnFu > FedMD", "tuned"].startswith("does not hold")
     assert changes.loc["KnFu > FedMD", "changed"] == "yes"
-    assert knfu_tuning.verdict_changes(coded, []).empty
+    assert knfu.verdict_changes(coded, []).empty

@@ -1,4 +1,4 @@
-"""KnFu chapter: every method's phase schedule, chosen with the same budget on a validation split.
+"""Every method's phase schedule, chosen with the same budget on a validation split.
 
 Issue 33 found that the round's *schedule* (a fresh optimiser per phase, the digest's learning
 rate, a revisit of the client's data after the digest) decides the baselines' results as much as
@@ -6,39 +6,34 @@ their methods do. So each of the paper's four methods runs the same eight schedu
 (:data:`CANDIDATES`, :mod:`fedkd_core.algorithms.shapes.schedule`) in the tuning cells (MNIST,
 |D_n| = 100, Dir(0.1 / 0.5 / 1), seed 0), trained on 80% of every client's data and scored on the
 20% held out (never on the test data); each method keeps the schedule with the highest mean
-validation ALMA at the last round. :data:`TUNING_PROFILE` is that grid
-(``notebooks/params/tuning/knfu.yaml`` holds the same values; a test checks it), and
-:data:`TUNED_PROFILE` the paper profile's MNIST cells rerun under the chosen schedules
-(``notebooks/params/paper/knfu_tuned.yaml``; a test checks that its schedules are the ones
-:func:`chosen_schedules` computes from the committed tuning records).
+validation ALMA at the last round. :data:`~.profiles.TUNING_PROFILE` is that grid
+(``notebooks/params/tuning/knfu.yaml``), and :data:`~.profiles.TUNED_PROFILE` the paper profile's
+MNIST cells rerun under the chosen schedules (``notebooks/params/paper/knfu_tuned.yaml``; a test
+checks that its schedules are the ones :func:`chosen_schedules` computes from the committed tuning
+records).
+
+It comes after ``tables`` and before ``claims`` (whose ``ledger_rows`` reads :func:`tuned_records`);
+:func:`verdict_changes` judges the claims through the chapter package, at call time.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import fields, replace
 
 import pandas as pd
 
-from ..algorithms.shapes.schedule import PhaseSchedule, schedule_text
-from ..results import stored_records
-from . import knfu
-from .knfu import METHODS, PAPER_PROFILE, TUNED, Params, experiments, final_table, paper_table1
+from ...algorithms.shapes.schedule import PhaseSchedule, schedule_text
+from ...results import stored_records
+from .grid import METHODS, TUNED, Params, experiments
+from .paper import paper_table1
+from .profiles import PAPER_PROFILE, TUNED_PROFILE, TUNING_PROFILE
+from .tables import final_table
 
 # Two choices for each of the three: optimiser state, digest learning rate, revisit epochs.
 CANDIDATES = ("fresh/-/0", "fresh/0.0001/0", "fresh/-/1", "fresh/0.0001/1",
               "kept/-/0", "kept/0.0001/0", "kept/-/1", "kept/0.0001/1")
 DEFAULT = "fresh/-/0"  # the round as first coded: what the committed paper-profile records ran
-
-TUNING_PROFILE = replace(
-    PAPER_PROFILE, profile="tuning", datasets="mnist", mnist_alphas="0.1,0.5,1", mnist_sizes="100",
-    algorithms=",".join(TUNED), seeds=1, tuning_schedules=", ".join(CANDIDATES), validation_fraction=0.2,
-)
-
-
-# The paper profile's MNIST cells (Table 1) rerun under the schedules the committed tuning records
-# choose (notebooks/params/paper/knfu_tuned.yaml holds the same values; tests check both).
-TUNED_PROFILE = replace(PAPER_PROFILE, datasets="mnist",
-                        schedules="knfu=kept/-/1, fedmd=kept/-/1, knfu_local=kept/-/0, selective_fd=kept/-/1")
 
 
 def schedule_of(record) -> str:
@@ -48,7 +43,7 @@ def schedule_of(record) -> str:
 
 
 def tuning_records(root=None) -> list:
-    """The committed records of :data:`TUNING_PROFILE` (nothing is run)."""
+    """The committed records of :data:`~.profiles.TUNING_PROFILE` (nothing is run)."""
     return stored_records(experiments(TUNING_PROFILE), root)
 
 
@@ -94,9 +89,8 @@ def tuned_params(chosen: dict[str, str], base: Params = PAPER_PROFILE) -> Params
     return replace(base, datasets="mnist", schedules=text)
 
 
-
 def tuned_records(root=None) -> list:
-    """The committed records of :data:`TUNED_PROFILE` (nothing is run)."""
+    """The committed records of :data:`~.profiles.TUNED_PROFILE` (nothing is run)."""
     return stored_records(experiments(TUNED_PROFILE), root)
 
 
@@ -139,12 +133,13 @@ def verdict_changes(coded, tuned) -> pd.DataFrame:
     on the tuned ones over the same cells and seeds, the paper's over those cells, and whether the
     word changed (:func:`fedkd_core.chapters.ledger.judge_chapter`; the runs are at the paper's
     round budget, so the convergence gate only annotates)."""
-    from .ledger import judge_chapter, paper_text
+    from ..ledger import judge_chapter, paper_text
 
+    chapter = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
     coded = same_runs(coded, tuned)
     if not tuned:
         return pd.DataFrame(columns=["claim", "as coded", "tuned", "changed", "paper"])
-    before, after = judge_chapter(knfu, coded, enforce_gate=False), judge_chapter(knfu, tuned, enforce_gate=False)
+    before, after = judge_chapter(chapter, coded, enforce_gate=False), judge_chapter(chapter, tuned, enforce_gate=False)
     rows = []
     for claim, verdicts in after.items():
         was = before.get(claim, {}).get("final")
