@@ -128,7 +128,8 @@ def test_variant_counts_use_complete_variants_only():
 
 def fake_record(config, alma: float) -> SimpleNamespace:
     stored = json.loads(json.dumps(config.resolved()))
-    history = [{"round": r, "alma": alma} for r in range(1, 13)]  # evaluated 12 times, flat: past the convergence gate
+    last = max(12, stored["rounds"])  # evaluated every round to the run's last, at least 12 times, flat: past the convergence gate
+    history = [{"round": r, "alma": alma} for r in range(1, last + 1)]
     return SimpleNamespace(config=stored, final={"alma": alma, "client_acc_std": 0.0}, history=history,
                            client_accuracies=[], profile="robustness", environment={"precision": "fp32"})
 
