@@ -28,11 +28,18 @@ SLICE = 16  # images per client while measuring (per-client memory does not grow
 
 
 def small(config, clients: int):
-    """``config`` on a slice of the data: ``clients`` clients of about ``SLICE`` images each."""
+    """``config`` on a slice of the data: ``clients`` clients of about ``SLICE`` images each, one
+    local and one server epoch (what is held at the server's step does not depend on how many
+    epochs made it; FedUA's 20 server epochs of ResNet-32 over 10,000 images would take hours on a
+    CPU). The transfer set keeps its size: uploads of soft labels on it grow with it."""
     data = config.data
     size = {"samples_per_client": SLICE} if data.samples_per_client else {"pool_size": SLICE * clients}
+    params = dict(config.algorithm_params)
+    if "server_epochs" in params:
+        params["server_epochs"] = min(params["server_epochs"], 1)
     return replace(config, data=replace(data, num_clients=clients, local_test_size=min(data.local_test_size, 8), **size),
-                   global_test_size=8)
+                   global_test_size=8, train=replace(config.train, epochs=min(config.train.epochs, 1)),
+                   algorithm_params=params)
 
 
 def representatives(configs) -> dict:
