@@ -99,12 +99,15 @@ def _run_keys(frame: pd.DataFrame) -> pd.Series:
 
 
 def same_runs(coded, tuned) -> list:
-    """The records of ``coded`` whose cell and seed some record of ``tuned`` has: the two schedules
-    compared on the same cells and seeds while the tuned sweep is under way."""
+    """The records of ``coded`` whose method, cell and seed some record of ``tuned`` has: the two
+    schedules compared on the same cells and seeds while the tuned sweep is under way (methods the
+    tuned set does not rerun, FedMD's original form, are left out)."""
     if not tuned:
         return []
     wanted = set(_run_keys(final_table(tuned)))
-    return [r for r, key in zip(coded, _run_keys(final_table(coded))) if key in wanted]
+    methods = {r.config["algorithm"] for r in tuned}
+    return [r for r, key in zip(coded, _run_keys(final_table(coded)))
+            if key in wanted and r.config["algorithm"] in methods]
 
 
 def schedule_table(coded, tuned) -> pd.DataFrame:
