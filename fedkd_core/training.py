@@ -78,12 +78,18 @@ class TrainConfig:
 
 
 def decay_rounds(fractions: Sequence[float], rounds: int) -> tuple[int, ...]:
-    """The rounds at which a step schedule decays, from fractions of ``rounds``: FedBE's "decay by
-    0.1 at 30% and 60% of total rounds" over 40 rounds is (0.3, 0.6) -> (13, 25), so rounds 1-12
-    train at the initial lr, 13-24 at a tenth of it and 25-40 at a hundredth."""
+    """The rounds at which a step schedule decays, from fractions of ``rounds``: a decay at
+    fraction f comes once at least f x ``rounds`` rounds have trained at the lr before it. FedBE's
+    "decay by 0.1 at 30% and 60% of total rounds" over 40 rounds is (0.3, 0.6) -> (13, 25), so
+    rounds 1-12 train at the initial lr, 13-24 at a tenth of it and 25-40 at a hundredth (FedBE's
+    released code differs: x0.5, 0.2, 0.1 and 0.01 at 0, 30, 60 and 90%; we follow its paper)."""
     if any(not 0 < f < 1 for f in fractions):
         raise ValueError(f"lr decay fractions must be in (0, 1) (got {list(fractions)})")
-    return tuple(sorted({int(f * rounds) + 1 for f in fractions}))
+    at = [math.ceil(f * rounds - 1e-9) + 1 for f in fractions]
+    if len(set(at)) < len(at) or min(at, default=2) < 2:
+        raise ValueError(f"lr decay fractions {list(fractions)} of {rounds} rounds fall on the same round or on "
+                         f"round 1 ({at}): use fewer decays or more rounds")
+    return tuple(sorted(at))
 
 
 @dataclass(frozen=True)

@@ -295,10 +295,11 @@ def gate(observations: pd.DataFrame, cell_keys: Sequence[str], method: str = "me
         evaluations = int(runs.evaluations.min())
         if evaluations < min_evaluations:
             reasons.append(f"evaluated {evaluations} times (fewer than {min_evaluations})")
-        by_method = runs.groupby(method).agg(gain=("late_gain", "mean"), final=("final", "mean"))
+        by_method = runs.groupby(method).agg(gain=("late_gain", lambda g: g.mean(skipna=False)), final=("final", "mean"))
         rising = [name for name, row in by_method.iterrows() if not row.gain < max_late_gain]
         reasons += [f"{name} still rising: {by_method.gain[name]:+.1f} points over the last {LATE_SHARE:.0%} of rounds, "
-                    f"ends at {by_method.final[name] * POINTS:.1f}%" for name in rising]
+                    f"ends at {by_method.final[name] * POINTS:.1f}%" if np.isfinite(by_method.gain[name])
+                    else f"{name} not evaluated in the last {LATE_SHARE:.0%} of rounds in some run" for name in rising]
         key = cell if len(cell_keys) > 1 else (cell[0] if isinstance(cell, tuple) else cell)
         rows[key] = {"converged": not reasons, "rising": rising, "evaluations": evaluations, "reason": "; ".join(reasons)}
     table = pd.DataFrame.from_dict(rows, orient="index", columns=["converged", "rising", "evaluations", "reason"])

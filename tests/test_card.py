@@ -85,3 +85,12 @@ def test_a_yaml_header_states_the_measured_cost_of_its_own_records_per_machine()
     old = "# about\n# Measured cost (old\n# including old).\n# Run with\nprofile: paper\n"
     assert with_cost_header(old, header) == "# about\n# Measured cost (new\n# including new).\n# Run with\nprofile: paper\n"
     assert with_cost_header("# about\nprofile: paper\n", header) == "# about\n# Measured cost (new\n# including new).\nprofile: paper\n"
+
+
+def test_a_redesign_is_not_counted_as_its_profile_until_it_replaces_it():
+    """reduced/redesign/fedua.yaml (cnn5, 40 rounds) is swept beside reduced/fedua.yaml (ResNet-8):
+    FedUA's reduced row must not sum the two designs' runs; its cost header is its own."""
+    reduced = card.profile_files("fedua")["reduced"]
+    assert [p.relative_to(card.PARAMS).as_posix() for p in reduced] == ["reduced/fedua.yaml"]
+    header = card.cost_header(card.PARAMS / "reduced" / "redesign" / "fedua.yaml")
+    assert "of 69 runs" in header[1]

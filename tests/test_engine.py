@@ -66,7 +66,7 @@ def test_profiles_whose_records_are_committed_run_fp32_on_every_machine():
     params = Path(__file__).resolve().parents[1] / "notebooks" / "params"
     checked = 0
     for profile in ("paper", "reduced", "robustness", "tuning"):
-        for path in sorted((params / profile).glob("*.yaml")):
+        for path in sorted((params / profile).glob("*.yaml")) + sorted((params / profile).glob("redesign/*.yaml")):
             chapter = chapter_of(path)  # CHAPTER.yaml, or CHAPTER_PART.yaml for part of a profile
             fields = {f.name for f in dataclasses.fields(chapter_module(chapter).Params)}
             if "mixed_precision" in fields:

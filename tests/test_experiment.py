@@ -217,6 +217,10 @@ def test_a_step_lr_schedule_decays_the_local_lr_from_its_rounds():
             TrainConfig(**bad)
     with pytest.raises(ValueError, match="fractions"):
         decay_rounds((0.3, 1.2), 40)
+    assert decay_rounds((0.29,), 100) == (30,)  # 0.29 x 100 is 28.999... in floating point: still 29 rounds first
+    assert decay_rounds((0.35,), 10) == (5,)  # at least 35% of the rounds (4 of 10) at the lr before the decay
+    with pytest.raises(ValueError, match="same round"):
+        decay_rounds((0.31, 0.35), 10)
 
 
 def test_a_decayed_lr_reaches_training_and_the_default_keeps_every_record_key():

@@ -38,7 +38,7 @@ def test_a_profile_constant_is_the_checkouts_yaml(chapter, constant, path):
 
 # Every run of these profiles is committed (a record, or a divergence); FedCKD's paper-scale
 # column and KnFu's FedMD in its original form are still under way, so they are found in part, and
-# the redesigned reduced profiles (reduced/fedua_plateau.yaml, reduced/fedgmkd_r50.yaml) join this
+# the redesigned reduced profiles (reduced/redesign/fedua.yaml and fedgmkd.yaml) join this
 # list when they replace the chapters' own.
 COMMITTED = [(fedckd, "REDUCED_PROFILE"), (fedckd, "ROBUSTNESS_BASE"), (fedgmkd, "REDUCED_PROFILE"),
              (fedgmkd, "ROBUSTNESS_BASE"), (fedua, "REDUCED_PROFILE"), (fedua, "ROBUSTNESS_BASE"),

@@ -103,6 +103,16 @@ def test_the_late_gain_averages_three_evaluations_so_round_to_round_noise_is_not
     assert V.trajectory(climbing, "acc", 45)["late_gain"] == pytest.approx(1.8 + 2 / 3)
 
 
+def test_a_run_not_evaluated_late_holds_its_method_back_with_the_reason():
+    """One seed of B has no evaluation after the cut (late gain NaN): its mean is not taken over the
+    other seeds alone, and the reason says what is missing."""
+    observations = pd.DataFrame({"cell": ["c"] * 4, "method": ["A", "A", "B", "B"], "final": [0.5] * 4,
+                                 "evaluations": [12] * 4, "late_gain": [0.1, 0.2, 0.3, np.nan]})
+    row = V.gate(observations, ["cell"], "method").loc["c"]
+    assert not row.converged and row.rising == ["B"]
+    assert "B not evaluated in the last 20% of rounds" in row.reason
+
+
 def test_the_gate_passes_a_plateau_and_names_what_is_still_rising_or_sparse():
     observations = pd.DataFrame({"cell": ["c1"] * 4 + ["c2"] * 2, "method": ["fedavg", "fedavg", "fedua", "fedua", "fedavg", "fedua"],
                                  "final": [0.23, 0.23, 0.30, 0.30, 0.6, 0.6], "evaluations": [10, 10, 10, 10, 5, 5],

@@ -30,7 +30,8 @@ def update(path: Path) -> bool:
 
 
 def main(paths: list[str]) -> None:
-    targets = [Path(p) for p in paths] or [p for profile in MEASURED_PROFILES for p in sorted((PARAMS / profile).glob("*.yaml"))]
+    targets = [Path(p) for p in paths] or [p for profile in MEASURED_PROFILES for pattern in ("*.yaml", "redesign/*.yaml")
+                                           for p in sorted((PARAMS / profile).glob(pattern))]
     for path in targets:
         try:
             print(f"{path}: {'updated' if update(path) else 'no committed records'}")

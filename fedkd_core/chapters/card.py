@@ -79,9 +79,13 @@ def show_citation(chapter: str) -> None:
 
 # --- measured time per profile ---------------------------------------------------------------------
 
+REDESIGN = "redesign"  # <profile>/redesign/<chapter>.yaml: a profile's redesign, swept before it replaces the profile
+
+
 def profile_files(chapter: str, root: Path = PARAMS) -> dict[str, list[Path]]:
     """The yamls of each profile that has one for ``chapter``: ``<chapter>.yaml`` and its
-    additions such as ``knfu_mnist5.yaml`` (more seeds); the smoke profile has none."""
+    additions such as ``knfu_mnist5.yaml`` (more seeds); the smoke profile has none. A redesign
+    under ``<profile>/redesign/`` is not the profile yet and is left out."""
     found = {profile: sorted((root / profile).glob(f"{chapter}.yaml")) + sorted((root / profile).glob(f"{chapter}_*.yaml"))
              for profile in PROFILES}
     return {profile: paths for profile, paths in found.items() if paths}
@@ -200,7 +204,8 @@ def cost_header(path: Path, results=None) -> list[str]:
     """The two comment lines that state a profile yaml's measured cost from its committed records."""
     from ..sweep import load_grid
 
-    chapter, profile = chapter_of(path), path.parent.name
+    chapter = chapter_of(path)
+    profile = path.parent.parent.name if path.parent.name == REDESIGN else path.parent.name
     planned = len(load_grid(chapter, path, robustness=profile == "robustness")[1])
     records = profile_records(chapter, profile, [path], results)
     return [f"{COST_MARK} (summed from the committed records' timings, one thread per run, wall time",

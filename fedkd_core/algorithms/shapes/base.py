@@ -32,9 +32,14 @@ class Context:
 
     data: FederatedData
     model_name: str
-    train: TrainConfig
+    train: TrainConfig  # this round's settings (set by Algorithm.begin_round from run_train)
     device: torch.device
     seed: int
+    run_train: TrainConfig | None = None  # the run's settings, before any lr decay; ``train`` when not given
+
+    def __post_init__(self) -> None:
+        if self.run_train is None:
+            self.run_train = self.train
 
     @cached_property
     def initial_model(self) -> SplitModel:
@@ -80,11 +85,10 @@ class Algorithm:
         self.config = config
         self.ctx = ctx
         self.round = 0
-        self.base_train = ctx.train  # the run's settings; ctx.train is this round's (its local lr decayed)
 
     def begin_round(self, round_index: int) -> None:
         self.round = round_index
-        self.ctx.train = self.base_train.for_round(round_index)
+        self.ctx.train = self.ctx.run_train.for_round(round_index)  # the local lr after this round's decays
 
     def generator(self, party: int, phase: str = "update") -> torch.Generator:
         """This round's torch generator of ``party`` (a client, or SERVER) in ``phase`` ("update"

@@ -105,6 +105,10 @@ class Params:
         for name in ("local_test_size", "global_test_size", "local_epochs", "server_epochs"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (got {getattr(self, name)})")
+        try:
+            decay_rounds(self.decay_fractions(), self.rounds)
+        except ValueError as error:
+            raise ValueError(f"local_lr_decay {self.local_lr_decay!r} with rounds = {self.rounds}: {error}") from None
         experiments(self)  # every run's config validates its own fields (model, lr, sample_ratio, ...)
 
     def ratios(self) -> list[float]:
