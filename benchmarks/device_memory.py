@@ -63,7 +63,6 @@ def measure(chapter: str) -> list[dict]:
         per_client = max(0, (four["server_step"] - two["server_step"]) / 2)
         dataset_bytes = resident_dataset_bytes(load_dataset(dataset))
         need = dataset_bytes + two["server_step"] + per_client * (clients - 2)
-        # short column names: the Performance page's table must fit its text column (tests/test_book_browser.py)
         # few, short columns: the Performance page's table must fit its text column (tests/test_book_browser.py);
         # the dataset's share is in the note
         rows.append({"method": algorithm, "model": model, "data": dataset, "clients": clients,

@@ -16,21 +16,16 @@ import argparse
 import shutil
 from pathlib import Path
 
-from fedkd_core.results import DIVERGED_SUFFIX, RECORD_SUFFIX, config_hash, results_dir
+from fedkd_core.results import DIVERGED_SUFFIX, RECORD_SUFFIX, config_hash, filed_path, results_dir
 from fedkd_core.sweep import load_grid
 
 
 def superseded_paths(chapter: str, old_yaml: Path, root: Path) -> list[Path]:
     """The committed record files of ``old_yaml``'s grid under ``root``."""
     params, configs = load_grid(chapter, old_yaml)
-    folder = root / params.profile
-    found = []
-    for config in configs:
-        for suffix in (RECORD_SUFFIX, DIVERGED_SUFFIX):
-            path = folder / config.algorithm / f"{config_hash(config)}{suffix}"
-            if path.exists():
-                found.append(path)
-    return sorted(set(found))
+    paths = {filed_path(root, params.profile, config.algorithm, config_hash(config), suffix)
+             for config in configs for suffix in (RECORD_SUFFIX, DIVERGED_SUFFIX)}
+    return sorted(path for path in paths if path.exists())
 
 
 def main() -> None:

@@ -94,14 +94,20 @@ def profile_files(chapter: str, root: Path = PARAMS) -> dict[str, list[Path]]:
 def profile_records(chapter: str, profile: str, paths: list[Path], results=None) -> list:
     """The committed records of ``profile``'s grids for ``chapter`` (its robustness variants for
     the robustness profile), each once, nothing run."""
-    from ..results import stored_records
     from ..sweep import load_grid
 
     records = {}
     for path in paths:
         _, configs = load_grid(chapter, path, robustness=profile == "robustness")
-        records.update({r.key: r for r in stored_records(configs, results) if r.profile == profile})
+        records.update(grid_records(configs, profile, results))
     return list(records.values())
+
+
+def grid_records(configs, profile: str, results=None) -> dict:
+    """The committed records of ``configs`` filed under ``profile``, by key."""
+    from ..results import stored_records
+
+    return {r.key: r for r in stored_records(configs, results) if r.profile == profile}
 
 
 def measured_times(chapter: str, results=None, params_root: Path = PARAMS) -> pd.DataFrame:
@@ -206,10 +212,10 @@ def cost_header(path: Path, results=None) -> list[str]:
 
     chapter = chapter_of(path)
     profile = path.parent.parent.name if path.parent.name == REDESIGN else path.parent.name
-    planned = len(load_grid(chapter, path, robustness=profile == "robustness")[1])
-    records = profile_records(chapter, profile, [path], results)
+    _, configs = load_grid(chapter, path, robustness=profile == "robustness")
+    records = list(grid_records(configs, profile, results).values())
     return [f"{COST_MARK} (summed from the committed records' timings, one thread per run, wall time",
-            f"# including whatever shared the cores): {cost_text(records, planned)}."]
+            f"# including whatever shared the cores): {cost_text(records, len(configs))}."]
 
 
 def with_cost_header(text: str, header: list[str]) -> str:
