@@ -18,14 +18,61 @@
 # committed (the paper profile for KnFu, the reduced profiles for FedUA and FedGMKD, FedCKD's
 # paper-scale column where its cells are complete and its reduced profile until then), never
 # from a number typed into a page. The landing page summarises this table; each chapter opens
-# with its own rows of it.
+# with its own rows of it. The verdicts come first; how they are computed, and from which
+# records, follows them ([How verdicts are computed](#how-verdicts-are-computed)).
+
+# %% tags=["parameters", "remove-input"]
+profile = "smoke"
+
+# %% tags=["remove-input"]
+from IPython.display import HTML, Markdown, display
+
+from fedkd_core import plots, report, tables
+from fedkd_core.chapters import ledger, notebook_params
+
+params = notebook_params(ledger.Params, globals())
+plots.use_book_style()
+table = ledger.ledger()
+
+# %% [markdown]
+# ## Verdicts per chapter
+
+# %% tags=["hide-input"]
+tables.show(ledger.verdict_counts(table))
+judged = table[~table.verdict.isin([ledger.NO_RECORDS, ledger.UNTESTABLE, ledger.V.UNTESTED])]
+display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committed records: "
+                 + ", ".join(f"{n} {word}" for word, n in judged.verdict.value_counts().items()) + "."
+                 if len(judged) else "No claim is judged yet: no chapter has committed records."))
+
+# %% [markdown]
+# ## Every claim
 #
-# | | |
-# |---|---|
-# | **Sources** | `fedkd_core.chapters.<chapter>.ledger_rows()`, gathered by `fedkd_core.chapters.ledger.ledger()`; the statistics in `fedkd_core.verdicts` |
-# | **Records** | `results/paper/`, `results/reduced/` and `results/robustness/`, as committed by the sweeps (`python -m fedkd_core.sweep <chapter> --params notebooks/params/<profile>/<chapter>.yaml`) |
-# | **Robustness** | for the claims a chapter reruns over the choices its paper leaves open (`ROBUSTNESS` in the chapter's module: optimiser, learning rate, rounds, thresholds, ...), the verdict under each of those variants. All four chapters define a grid (`notebooks/params/robustness/<chapter>.yaml`, run with `python -m fedkd_core.sweep <chapter> --params … --robustness`, one variant at a time with `--variant NAME`); a variant counts once all its runs are committed, and only for the claims it bears on (one that changes none of the methods a claim compares, such as Selective-FD's threshold for "KnFu > FedMD", leaves that claim as read) |
+# "verdict" and "effect": ours, on the final round, with the pooled 95% interval in points;
+# "cells": how many of the claim's cells hold, are reversed or are inconclusive on their own;
+# "the paper's tables": the same test on the paper's tables; "robustness": the verdicts under the
+# variants of the unstated choices (variants whose runs are all committed). Under each claim, in
+# small print: the scale of our runs, the records behind them (profile, runs, seeds, rounds), the
+# verdict on each run's best round where it differs (⚑), and what the gate left out or more seeds
+# would buy. The claim links to the table in its chapter that it rests on.
+
+# %% tags=["hide-input"]
+display(HTML(ledger.linked_table(table)))
+
+# %% [markdown]
+# ## Robustness: the variants, claim by claim
 #
+# Per variant of the choices a paper leaves open: each claim's verdict, its pooled effect in points
+# with the 95% interval (`low`, `high`; e.g. KnFu's ALMA minus FedMD's; for FedUA's "loses less as C
+# falls", FedDF's relative drop minus FedUA's, in percent), the cells holding and reversed, and the
+# spread over seeds. A variant that changes none of a claim's methods is not listed for it.
+
+# %% tags=["hide-input"]
+from fedkd_core.chapters import CHAPTERS, chapter_module, robustness  # noqa: E402
+
+for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
+    robustness.show(chapter_module(name), name)
+
+# %% [markdown]
 # ## How verdicts are computed
 #
 # **A claim is an effect.** "KnFu > FedMD" is KnFu's final ALMA minus FedMD's, in points, in every
@@ -82,54 +129,14 @@
 # same numbers (`results/README.md` gives the measured drift); a robustness variant whose records
 # come from more than one machine has its intervals widened by √2 times that drift.
 
-# %% tags=["parameters", "remove-input"]
-profile = "smoke"
+# %% [markdown]
+# ## Where the verdicts come from
+#
+# | | |
+# |---|---|
+# | **Sources** | `fedkd_core.chapters.<chapter>.ledger_rows()`, gathered by `fedkd_core.chapters.ledger.ledger()`; the statistics in `fedkd_core.verdicts` |
+# | **Records** | `results/paper/`, `results/reduced/` and `results/robustness/`, as committed by the sweeps (`python -m fedkd_core.sweep <chapter> --params notebooks/params/<profile>/<chapter>.yaml`) |
+# | **Robustness** | for the claims a chapter reruns over the choices its paper leaves open (`ROBUSTNESS` in the chapter's module: optimiser, learning rate, rounds, thresholds, ...), the verdict under each of those variants. All four chapters define a grid (`notebooks/params/robustness/<chapter>.yaml`, run with `python -m fedkd_core.sweep <chapter> --params … --robustness`, one variant at a time with `--variant NAME`); a variant counts once all its runs are committed, and only for the claims it bears on (one that changes none of the methods a claim compares, such as Selective-FD's threshold for "KnFu > FedMD", leaves that claim as read) |
 
-# %% tags=["remove-input"]
-from IPython.display import HTML, Markdown, display
-
-from fedkd_core import plots, report, tables
-from fedkd_core.chapters import ledger, notebook_params
-
-params = notebook_params(ledger.Params, globals())
-plots.use_book_style()
+# %% tags=["hide-input"]
 tables.show(report.parameters_table(params))
-
-# %% [markdown]
-# ## Every claim
-#
-# "verdict" and "effect": ours, on the final round, with the pooled 95% interval in points;
-# "cells": how many of the claim's cells hold, are reversed or are inconclusive on their own;
-# "the paper's tables": the same test on the paper's tables; "robustness": the verdicts under the
-# variants of the unstated choices (variants whose runs are all committed). Under each claim, in
-# small print: the scale of our runs, the records behind them (profile, runs, seeds, rounds), the
-# verdict on each run's best round where it differs (⚑), and what the gate left out or more seeds
-# would buy. The claim links to the table in its chapter that it rests on.
-
-# %% tags=["hide-input"]
-table = ledger.ledger()
-display(HTML(ledger.linked_table(table)))
-
-# %% [markdown]
-# ## Verdicts per chapter
-
-# %% tags=["hide-input"]
-tables.show(ledger.verdict_counts(table))
-judged = table[~table.verdict.isin([ledger.NO_RECORDS, ledger.UNTESTABLE, ledger.V.UNTESTED])]
-display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committed records: "
-                 + ", ".join(f"{n} {word}" for word, n in judged.verdict.value_counts().items()) + "."
-                 if len(judged) else "No claim is judged yet: no chapter has committed records."))
-
-# %% [markdown]
-# ## Robustness: the variants, claim by claim
-#
-# Per variant of the choices a paper leaves open: each claim's verdict, its pooled effect in points
-# with the 95% interval (`low`, `high`; e.g. KnFu's ALMA minus FedMD's; for FedUA's "loses less as C
-# falls", FedDF's relative drop minus FedUA's, in percent), the cells holding and reversed, and the
-# spread over seeds. A variant that changes none of a claim's methods is not listed for it.
-
-# %% tags=["hide-input"]
-from fedkd_core.chapters import CHAPTERS, chapter_module, robustness  # noqa: E402
-
-for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
-    robustness.show(chapter_module(name), name)
