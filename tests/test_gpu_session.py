@@ -1,0 +1,87 @@
+"""The GPU session's script (benchmarks/gpu_session.py), exercised on the CPU: a lent GPU gives a
+session about 15 minutes, too few to find a broken script there."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY_SWEEP = """profile: quick
+methods: "fedavg,fedproto"
+clients: "4"
+alpha: 0.5
+ablation_alphas: ""
+table5: ""
+seeds: 1
+model: cnn5_code32
+samples_per_client: 16
+transfer_size: 32
+rounds: 1
+local_epochs: 1
+batch_size: 8
+lr: 0.001
+drop_last: true
+max_components: 2
+local_test_size: 16
+global_test_size: 32
+last_rounds: 1
+mixed_precision: false
+reuse_reduced: false
+"""
+
+
+@pytest.fixture(scope="module")
+def session():
+    spec = importlib.util.spec_from_file_location("gpu_session", ROOT / "benchmarks" / "gpu_session.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_session"] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_prediction_extends_the_cpu_count_by_its_per_client_growth(session):
+    path = next((ROOT / "benchmarks" / "results").glob("device_memory_fedgmkd-*.json"))
+    result = json.loads(path.read_text())
+    rows = [dict(zip(result["columns"], values)) for values in result["rows"]]
+    fedavg_50 = next(r for r in rows if r["method"] == "fedavg" and r["clients"] == 50)
+    assert session.predicted_gib("fedavg", 50) == round(fedavg_50["needs GiB"], 2)
+    assert session.predicted_gib("fedavg", 100) == round(fedavg_50["needs GiB"] + 50 * fedavg_50["MiB per client"] / 1024, 2)
+    assert session.predicted_gib("no_such_method", 100) is None
+
+
+def test_runs_are_shrunk_to_the_clients_and_images_asked_for(session):
+    config = session.paper_configs("fedgmkd", "paper/fedgmkd.yaml", ("fedgmkd",))["fedgmkd"]
+    small = session.shrunk(config, clients=100, samples=None)
+    assert (small.data.num_clients, small.data.samples_per_client) == (100, config.data.samples_per_client)
+    assert (small.rounds, small.train.epochs, small.model) == (2, 1, "resnet18_code32")
+    assert session.shrunk(config, clients=4, samples=16).data.samples_per_client == 16
+    with pytest.raises(SystemExit, match="no_such_method"):
+        session.paper_configs("fedgmkd", "paper/fedgmkd.yaml", ("no_such_method",))
+
+
+def test_two_runs_differing_in_one_evaluation_are_not_identical(session):
+    first = {"history": [{"round": 2, "alma": 0.5, "seconds": 1.0}]}
+    assert session.evaluations(first) == session.evaluations({"history": [{"round": 2, "alma": 0.5, "seconds": 9.0}]})
+    assert session.evaluations(first) != session.evaluations({"history": [{"round": 2, "alma": 0.5000001, "seconds": 1.0}]})
+
+
+def test_the_session_runs_its_steps_on_a_cpu_and_writes_its_result_files(session, tmp_path, monkeypatch):
+    monkeypatch.setattr(session, "DETERMINISM_METHODS", ("fedproto",))
+    monkeypatch.setattr(session, "MEMORY_METHODS", ("fedavg",))
+    monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "tiny.yaml").write_text(TINY_SWEEP)
+    out = tmp_path / "out"
+    session.main(["--out", str(out), "--device", "cpu", "--smoke", "--no-records", "--budget", "600",
+                  "--sweep-params", str(tmp_path / "tiny.yaml")])
+    summary = json.loads((out / "gpu_session.json").read_text())
+    assert [row["identical"] for row in summary["gpu_determinism"]] == [True]
+    assert [row["method"] for row in summary["gpu_peak_memory"]] == ["fedavg"]
+    sweeps = summary["gpu_sweep_workers"]
+    assert [(row["workers"], row["runs"], row["exit"]) for row in sweeps] == [(1, 2, 0), (2, 2, 0)]
+    assert all(row["records agree"] == "2 shared, equal" for row in sweeps)
+    written = {path.name.split("-")[0] for path in out.glob("*.json")}
+    assert written == {"gpu_determinism", "gpu_peak_memory", "gpu_sweep_workers", "gpu_session.json"}
