@@ -184,3 +184,28 @@ def test_readers_see_plain_machine_names_and_no_internal_wording(smoke_book):
     for result in performance.load_results():
         assert machine_text(result["machine"]["cpu"], result["machine"]["cores"]) in texts["performance"]
         assert result["date"] in texts["performance"]
+
+
+def test_every_link_between_pages_reaches_a_page_and_an_anchor_that_exist(smoke_book):
+    """Links written in a chapter's *output* (a verdict box, the ledger) are not rewritten by the
+    book's build the way Markdown cells' links are: ``claims.ipynb#x`` stays a dead link there."""
+    from urllib.parse import unquote, urlsplit
+
+    from bs4 import BeautifulSoup
+
+    soups = {page.resolve(): BeautifulSoup(page.read_text(), "html.parser")
+             for page in pages(smoke_book) if not page.name.endswith(".probe.html")}
+    dead = []
+    for page, soup in soups.items():
+        for link in soup.find_all("a", href=True):
+            target = urlsplit(link["href"])
+            if target.scheme or target.netloc or not (target.path or target.fragment):
+                continue
+            path = (page.parent / unquote(target.path)).resolve() if target.path else page
+            if not path.is_relative_to(smoke_book.resolve()):
+                continue
+            if path not in soups and not path.exists():
+                dead.append(f"{page.name}: {link['href']} (no such file)")
+            elif target.fragment and path in soups and not soups[path].find(id=target.fragment):
+                dead.append(f"{page.name}: {link['href']} (no such anchor)")
+    assert not dead, "\n".join(dead)

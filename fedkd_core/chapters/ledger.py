@@ -265,7 +265,7 @@ def verdict_box(module) -> pd.DataFrame:
                      "run at its best evaluation instead, and ⚑ marks a claim whose verdict differs between the two. "
                      "Effects are in accuracy points with 95% intervals; *cells* counts the settings where the claim "
                      "holds or is reversed on its own; a claim links to the table it rests on. "
-                     "[How verdicts are computed](claims.ipynb#how-verdicts-are-computed)."))
+                     "[How verdicts are computed](claims.html#how-verdicts-are-computed)."))
     return rows
 
 
