@@ -170,6 +170,7 @@ class Verdict:
     seeds: str = ""
     note: str = ""
     seeds_needed: int | None = None
+    gate_reason: str = ""  # why the gate left cells out, its first rule first (:func:`gate_reasons`)
 
     @property
     def effect_text(self) -> str:
@@ -204,19 +205,21 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     if claim not in effects or not effects[claim].notna().any():
         return Verdict(claim, NO_RECORDS)
     cells = cell_table(effects, cell_keys, claim)
-    notes = []
+    notes, gate_reason = [], ""
     if gate_table is not None and len(cells):
         passed = [bool(gate_table["converged"].get(_cell_key(row, cell_keys), True)) for _, row in cells.iterrows()]
         failed = cells[[not p for p in passed]]
         if len(failed):
-            rising = rising_text([gate_table.loc[[_cell_key(row, cell_keys)]].iloc[0] for _, row in failed.iterrows()])
+            reasons = gate_reasons([gate_table.loc[[_cell_key(row, cell_keys)]].iloc[0] for _, row in failed.iterrows()])
             if enforce_gate:
-                notes.append(f"{len(failed)} of {len(cells)} cells left out, not converged: {rising}")
+                notes.append(f"{len(failed)} of {len(cells)} cells left out by the convergence gate: {'; '.join(reasons)}")
+                gate_reason = reasons[0] if reasons else ""
                 cells = cells[passed]
                 if not len(cells):
-                    return Verdict(claim, UNTESTED, note=notes[0])
+                    return Verdict(claim, UNTESTED, note=notes[0], gate_reason=gate_reason)
             else:
-                notes.append(f"{len(failed)} of {len(cells)} cells still rising at the paper's round budget: {rising}")
+                notes.append(f"{len(failed)} of {len(cells)} cells still rising at the paper's round budget: "
+                             f"{'; '.join(reasons)}")
     single = int((cells.seeds < 2).sum())
     if single:
         notes.append(f"{single} cell{'s' if single > 1 else ''} with one seed left out of the interval")
@@ -229,25 +232,47 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     seeds = f"{cells.seeds.min()}" if cells.seeds.min() == cells.seeds.max() else f"{cells.seeds.min()}-{cells.seeds.max()}"
     needed = seeds_to_decide(cells.sd) if word == INCONCLUSIVE else None
     return Verdict(claim, word, interval, len(cells), int((cells.outcome == HOLDS).sum()), reversed_cells, seeds,
-                   "; ".join(notes), needed)
+                   "; ".join(notes), needed, gate_reason)
+
+
+def gate_reasons(failed_rows) -> list[str]:
+    """Why the gate failed these cells (:func:`gate` rows), the first rule first: too few
+    evaluations ("evaluated 5 times, fewer than 10"), then the methods still rising
+    (:func:`rising_text`); only the reasons that apply."""
+    rows = list(failed_rows)
+    return [text for text in (sparse_text(rows), rising_text(rows)) if text]
+
+
+def evaluations_text(evaluations, least: int = MIN_EVALUATIONS) -> str:
+    """"evaluated 5 times, fewer than 10" ("evaluated 4-5 times, ..." for a range)."""
+    fewest, most = min(evaluations), max(evaluations)
+    times = f"{fewest}" if fewest == most else f"{fewest}-{most}"
+    return f"evaluated {times} time{'s' if most != 1 else ''}, fewer than {least}"
+
+
+def sparse_text(failed_rows) -> str:
+    """"evaluated 5 times, fewer than 10" where every failed cell was evaluated too rarely, "2 cells
+    evaluated 5 times, fewer than 10" where only some were, "" where none was."""
+    sparse = [int(row["evaluations"]) for row in failed_rows if row["evaluations"] < MIN_EVALUATIONS]
+    if not sparse:
+        return ""
+    which = "" if len(sparse) == len(failed_rows) else f"{len(sparse)} cell{'s' if len(sparse) > 1 else ''} "
+    return which + evaluations_text(sparse)
 
 
 def rising_text(failed_rows) -> str:
-    """"fedmd in 9 cells, selective_fd in 5; 2 cells evaluated fewer than 10 times" from the
-    :func:`gate` rows of the failed cells."""
+    """"fedmd in 9 cells, selective_fd in 5 cells still rising" from the :func:`gate` rows of the
+    failed cells ("" where no method was rising)."""
     methods: dict[str, int] = {}
-    sparse = 0
     for row in failed_rows:
         for method in row["rising"]:
             methods[method] = methods.get(method, 0) + 1
-        sparse += int(row["evaluations"] < MIN_EVALUATIONS)
+    if not methods:
+        return ""
     ranked = sorted(methods.items(), key=lambda item: -item[1])
     named = ", ".join(f"{m} in {n} cell{'s' if n > 1 else ''}" for m, n in ranked[:3])
     more = f" and {len(ranked) - 3} more methods" if len(ranked) > 3 else ""
-    parts = [f"{named}{more} still rising" if methods else ""]
-    if sparse:
-        parts.append(f"{sparse} cell{'s' if sparse > 1 else ''} evaluated fewer than {MIN_EVALUATIONS} times")
-    return "; ".join(p for p in parts if p)
+    return f"{named}{more} still rising"
 
 
 def _cell_key(row: pd.Series, cell_keys: Sequence[str]):
@@ -294,7 +319,7 @@ def gate(observations: pd.DataFrame, cell_keys: Sequence[str], method: str = "me
         reasons = []
         evaluations = int(runs.evaluations.min())
         if evaluations < min_evaluations:
-            reasons.append(f"evaluated {evaluations} times (fewer than {min_evaluations})")
+            reasons.append(evaluations_text([evaluations], min_evaluations))
         by_method = runs.groupby(method).agg(gain=("late_gain", lambda g: g.mean(skipna=False)), final=("final", "mean"))
         rising = [name for name, row in by_method.iterrows() if not row.gain < max_late_gain]
         reasons += [f"{name} still rising: {by_method.gain[name]:+.1f} points over the last {LATE_SHARE:.0%} of rounds, "
@@ -309,20 +334,43 @@ def gate(observations: pd.DataFrame, cell_keys: Sequence[str], method: str = "me
 
 
 def claim_methods(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
-                  cell_keys: Sequence[str], method: str = "method") -> dict[str, set]:
-    """Per claim of ``effects_of(observations)``, the methods it compares: a method belongs to a
-    claim when, without that method's runs, the claim loses an effect it had. The convergence gate
-    then reads only those methods (FedAvg still rising does not hold back "FedCKD > pFedSD")."""
-    full = effects_of(observations, "final")
+                  cell_keys: Sequence[str], method: str = "method", value: str = "final") -> dict[str, set]:
+    """Per claim of ``effects_of(observations)``, the methods its effect reads: a method belongs to
+    a claim when moving that method's ``value`` far above, or far below, every other value changes
+    the claim's effect somewhere. This finds the methods of a plain difference ("FedCKD > pFedSD"),
+    and also those of a claim over whichever methods ran ("FedCKD best of the methods run", "every
+    personalised method beats FedAvg and FedProx"), which lose no effect when one method is
+    missing, so dropping a method's runs would not reveal that they read it. The convergence gate
+    then reads exactly those methods (FedAvg still rising does not hold back "FedCKD > pFedSD")."""
+    keys = list(cell_keys) + ["seed"]
+    full = effects_of(observations, value)
     claims = claims_in(full, cell_keys)
-    counts = full[claims].notna().sum()
     methods: dict[str, set] = {claim: set() for claim in claims}
     for name in observations[method].unique():
-        without = effects_of(observations[observations[method] != name], "final")
-        for claim in claims:
-            if claim not in without or without[claim].notna().sum() < counts[claim]:
-                methods[claim].add(name)
+        for moved in _moved_effects(effects_of, observations, method, name, value):
+            for claim in claims:
+                if _effect_changed(full, moved, keys, claim):
+                    methods[claim].add(name)
     return methods
+
+
+def _moved_effects(effects_of, observations: pd.DataFrame, method: str, name, value: str) -> list[pd.DataFrame]:
+    """The effects with method ``name``'s ``value`` moved above every value, then below every value."""
+    values = observations[value].astype(float)
+    far = float(values.max() - values.min()) + 1.0
+    own = (observations[method] == name).to_numpy()
+    return [effects_of(observations.assign(**{value: values.where(~own, values + shift)}), value)
+            for shift in (far, -far)]
+
+
+def _effect_changed(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], claim: str) -> bool:
+    """Whether ``claim``'s effect in ``moved`` differs from ``full`` in any cell and seed (a claim
+    or an effect that disappears counts as a change)."""
+    if claim not in moved:
+        return True
+    both = full[keys + [claim]].merge(moved[keys + [claim]], on=keys, how="left", suffixes=("", " moved"))
+    before, after = both[claim].to_numpy(dtype=float), both[f"{claim} moved"].to_numpy(dtype=float)
+    return not np.allclose(before, after, equal_nan=True)
 
 
 def claim_gates(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,

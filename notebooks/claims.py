@@ -106,8 +106,12 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # The gain averages three evaluations at each end (the last three, and the three ending at 80% of
 # the rounds; fewer when fewer lie after that point): one evaluation moves by up to a point from
 # round to round, and the gate must not read that noise as a rise or a plateau.
+# A claim's gate reads every method its effect reads: for "FedCKD > pFedSD" those two, for "FedCKD
+# best of the methods run" every method run (a method is read where moving its accuracy far above
+# or below the others' changes the effect).
 # On a reduced profile a cell that fails is left out and a claim with no cell left is *untested
-# at this scale*, with the reason (which method is still rising, by how much). At the paper's own
+# at this scale*, with the reason: first a cell evaluated fewer than 10 times (FedUA's reduced
+# profile evaluates 5 times), then the methods still rising. At the paper's own
 # round budget (KnFu, FedCKD's paper-scale column) a method still rising is the paper's protocol,
 # so the cell counts and the note says how many were still rising.
 #

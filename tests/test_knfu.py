@@ -273,3 +273,59 @@ def test_the_five_seed_mnist_yaml_adds_seeds_to_the_paper_profile_and_the_ledger
     assert {c.seed for c in added} == {3, 4} and len(added) == 12 * 4 * 2
     read = {config_hash(c) for c in chapter.experiments(replace(chapter.PAPER_PROFILE, seeds=chapter.READ_SEEDS))}
     assert {config_hash(c) for c in added} <= read
+
+
+def _ledger_record(config, alma: float):
+    """A committed-looking record of ``config`` ending at ``alma``, flat for 15 evaluations."""
+    import json
+    from types import SimpleNamespace
+
+    stored = json.loads(json.dumps(config.resolved()))
+    history = [{"round": r, "alma": alma} for r in range(1, stored["rounds"] + 1)]
+    return SimpleNamespace(config=stored, final={"alma": alma}, history=history, client_accuracies=[],
+                           profile="paper", environment={"precision": "fp32", "device_name": "cpu"})
+
+
+def test_local_beats_sharing_is_read_on_cifar_cells_only_and_gaps_to_the_paper_are_per_cell():
+    from dataclasses import replace as _replace
+
+    params = _replace(chapter.Params(), datasets="mnist,cifar10", mnist_alphas="0.1", mnist_sizes="100",
+                      cifar_alphas="0.1", cifar_sizes="500", rounds=15, cifar_rounds=15, seeds=2)
+    alma = {"knfu": 0.60, "fedmd": 0.40, "selective_fd": 0.50, "knfu_local": 0.55}
+    records = [_ledger_record(c, alma[c.algorithm] + 0.01 * c.seed) for c in chapter.experiments(params)]
+    effects = chapter.claim_effects(records).set_index(["dataset", "seed"])
+    local = effects[chapter.LOCAL_ON_CIFAR]
+    assert local.loc[("mnist", 0)] != local.loc[("mnist", 0)]  # NaN: not a claim on MNIST
+    assert local.loc[("cifar10", 1)] == pytest.approx(0.55 - 0.60)
+    mnist_only = [r for r in records if r.config["data"]["dataset"] == "mnist"]
+    assert chapter.LOCAL_ON_CIFAR not in chapter.claim_effects(mnist_only)
+    # the paper's Table 2 at alpha 0.1, |D_n| 500, computed here from the CSV
+    paper = chapter.paper_table2().set_index(["alpha", "size", "algorithm"])["mean"]
+    cifar = [r for r in records if r.config["data"]["dataset"] == "cifar10"]
+    fedmd_gap = 100 * (0.40 + 0.005) - paper.loc[(0.1, 500, "fedmd")]
+    selective_gap = 100 * (0.50 + 0.005) - paper.loc[(0.1, 500, "selective_fd")]
+    assert chapter.gaps_to_paper(cifar) == (f"FedMD {fedmd_gap:+.1f} and Selective-FD {selective_gap:+.1f} points "
+                                         "from the paper's table, on average over 1 cells")
+
+
+def test_the_ledger_reads_mnist_tuned_and_cifar_as_coded():
+    from pathlib import Path
+
+    rows = chapter.ledger_rows(Path(__file__).resolve().parents[1] / "results")  # the committed records
+    tuned = rows[rows.claim.str.endswith(chapter.TUNED_SUFFIX)]
+    coded = rows[rows.claim.str.endswith(chapter.AS_CODED_SUFFIX)]
+    assert len(tuned) + len(coded) == len(rows) and len(tuned) and len(coded)
+    assert not tuned.claim.str.startswith(chapter.LOCAL_ON_CIFAR).any()  # the paper claims it on CIFAR-10 only
+    assert (chapter.LOCAL_ON_CIFAR + chapter.AS_CODED_SUFFIX) in set(coded.claim)
+    assert all("points from the paper's table" in scale for scale in coded.scale)
+
+
+def test_a_method_run_in_fewer_cells_is_compared_on_its_own_cells_only():
+    import pandas as pd
+
+    ours = pd.DataFrame({"dataset": ["mnist"] * 5, "alpha": [0.1, 0.1, 0.5, 0.5, 0.1], "size": [100] * 5,
+                         "algorithm": ["knfu", "fedmd", "knfu", "fedmd", "fedmd_original"],
+                         "mean": [90.0, 80.0, 70.0, 60.0, 95.0]})
+    lines = chapter.tables.ranking_lines(ours)
+    assert lines[0] == "Mean ALMA over the 2 cells every method ran: KnFu 80.0, FedMD 70.0."
+    assert lines[1] == "FedMD (original form) ran in 1 of the 2 cells; there: FedMD (original form) 95.0, KnFu 90.0, FedMD 80.0."

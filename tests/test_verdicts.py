@@ -120,7 +120,7 @@ def test_the_gate_passes_a_plateau_and_names_what_is_still_rising_or_sparse():
     table = V.gate(observations, ["cell"], "method")
     assert not table.converged["c1"] and table.rising["c1"] == ["fedavg"]
     assert table.reason["c1"] == "fedavg still rising: +3.1 points over the last 20% of rounds, ends at 23.0%"
-    assert table.reason["c2"] == "evaluated 5 times (fewer than 10)"
+    assert table.reason["c2"] == "evaluated 5 times, fewer than 10"
     plateau = observations.assign(late_gain=0.5, evaluations=12)
     assert V.gate(plateau, ["cell"], "method").converged.all()
 
@@ -136,6 +136,67 @@ def test_cells_that_fail_the_gate_do_not_count_unless_at_the_papers_round_budget
     none_left = V.judge(effects, ["cell"], "A > B", gates.assign(converged=False))
     assert none_left.word == V.UNTESTED and "B in 1 cell still rising" in none_left.note
 
+
+
+def test_a_cell_evaluated_too_rarely_says_so_before_any_rising_curve():
+    """FedUA's reduced profile evaluates 5 times (rounds 2, 4, ..., 10): every cell fails the
+    10-evaluations rule, whatever its curves do. The reason names that rule first and gives the
+    count; the rising methods come after it; the verdict carries the first rule as its reason."""
+    observations = pd.DataFrame({"cell": ["c1"] * 2 + ["c2"] * 2, "method": ["A", "B"] * 2, "final": [0.5] * 4,
+                                 "evaluations": [5] * 4, "late_gain": [3.0, 0.2, 0.1, 0.2]})
+    gates = V.gate(observations, ["cell"], "method")
+    assert gates.reason["c1"].startswith("evaluated 5 times, fewer than 10; A still rising")
+    verdict = V.judge(effects_frame({"c1": [3.0, 3.5, 4.0], "c2": [2.0, 2.5, 3.0]}), ["cell"], "A > B", gates)
+    assert verdict.word == V.UNTESTED
+    assert verdict.note == ("2 of 2 cells left out by the convergence gate: evaluated 5 times, fewer than 10; "
+                            "A in 1 cell still rising")
+    assert verdict.gate_reason == "evaluated 5 times, fewer than 10"
+    # one cell sparse, the other only rising: the sparse one is counted and comes first
+    mixed = observations.assign(evaluations=[5, 5, 12, 12], late_gain=[0.1, 0.2, 2.0, 0.2])
+    verdict = V.judge(effects_frame({"c1": [3.0, 3.5], "c2": [2.0, 2.5]}), ["cell"], "A > B",
+                      V.gate(mixed, ["cell"], "method"))
+    assert verdict.note.endswith(": 1 cell evaluated 5 times, fewer than 10; A in 1 cell still rising")
+    assert verdict.gate_reason == "1 cell evaluated 5 times, fewer than 10"
+    assert V.judge(effects_frame({"c1": [3.0, 3.5]}), ["cell"], "A > B").gate_reason == ""
+
+
+def best_of_effects(frame: pd.DataFrame, value: str) -> pd.DataFrame:
+    """Claims over whichever methods ran, as FedCKD's: "A > B"; "A best of the methods run" (A −
+    the best other); "every personal method beats G" (the worst of A, B − G)."""
+    wide = frame.pivot_table(index=["cell", "seed"], columns="method", values=value)
+    effects = pd.DataFrame(index=wide.index)
+    if {"A", "B"} <= set(wide):
+        effects["A > B"] = wide.A - wide.B
+    others = [m for m in ("B", "C", "G") if m in wide]
+    if "A" in wide and len(others) > 1:
+        effects["A best of the methods run"] = wide.A - wide[others].max(axis=1)
+    personal = [m for m in ("A", "B") if m in wide]
+    if "G" in wide and personal:
+        effects["every personal method beats G"] = wide[personal].min(axis=1) - wide.G
+    return effects.reset_index()
+
+
+def test_the_gate_of_a_claim_reads_every_method_its_effect_reads():
+    """Dropping B's runs leaves "A best of the methods run" (over C and G) and "every personal
+    method beats G" (A alone) with every effect they had, yet both read B: B still rising fails
+    their cell, as it fails "A > B"'s. C is read only by "A best of the methods run"."""
+    observations = pd.DataFrame([{"cell": "c", "method": m, "seed": s, "final": f, "evaluations": 12,
+                                  "late_gain": 3.0 if m == "B" else 0.2}
+                                 for s in range(3) for m, f in (("A", 0.90), ("B", 0.80), ("C", 0.70), ("G", 0.50))])
+    methods = V.claim_methods(best_of_effects, observations, ["cell"])
+    assert methods == {"A > B": {"A", "B"}, "A best of the methods run": {"A", "B", "C", "G"},
+                       "every personal method beats G": {"A", "B", "G"}}
+    gates = V.claim_gates(best_of_effects, observations, ["cell"])
+    effects = best_of_effects(observations, "final")
+    for claim in methods:
+        verdict = V.judge(effects, ["cell"], claim, gates[claim])
+        assert (verdict.word, verdict.note) == (V.UNTESTED, "1 of 1 cells left out by the convergence gate: "
+                                                            "B in 1 cell still rising"), claim
+    # C rising holds back only the claim that reads C
+    rising_c = observations.assign(late_gain=np.where(observations.method == "C", 3.0, 0.2))
+    gates = V.claim_gates(best_of_effects, rising_c, ["cell"])
+    assert {claim: bool(gate.converged["c"]) for claim, gate in gates.items()} == {
+        "A > B": True, "A best of the methods run": False, "every personal method beats G": True}
 
 def paper_chapter_effects(frame: pd.DataFrame, value: str) -> pd.DataFrame:
     wide = frame.pivot_table(index=["cell", "seed"], columns="method", values=value)

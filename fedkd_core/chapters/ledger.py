@@ -137,8 +137,9 @@ def ledger() -> pd.DataFrame:
 
 def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with a "robustness" column for claims the chapter's robustness grid covers, "—"
-    for the others: "holds in k, inconclusive in j of V variants that bear on it (C of N variants run)", naming the
-    variants whose diverged runs left the claim without a cell (:func:`unjudged_text`). Only complete
+    for the others: "holds in k, inconclusive in j of V variants that bear on it (C of N variants run)", with the
+    convergence gate's reason where it left a variant no cell, and the variants whose diverged runs
+    left the claim without a cell (:func:`robustness.claim_text`). Only complete
     variants count; of those, a variant bears on a claim unless it leaves every method the claim
     compares as the chapter's reading has them (Selective-FD's threshold for "KnFu > FedMD")."""
     from .robustness import claim_table
@@ -150,26 +151,11 @@ def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def robustness_texts(table: pd.DataFrame, planned: int) -> pd.Series:
-    """Per claim of a :func:`robustness.claim_table`, the Claims page's robustness text."""
-    from .robustness import complete_rows, variant_counts
+    """Per claim of a :func:`robustness.claim_table`, the Claims page's robustness text
+    (:func:`robustness.claim_texts`)."""
+    from .robustness import claim_texts
 
-    counts = variant_counts(table)
-    run = complete_rows(table).variant.nunique()
-    return pd.Series({row.claim: f"{row.words} of {row['variants']} variants that bear on it "
-                                 f"({run} of {planned} variants run{unjudged_text(table, row.claim)})"
-                      for _, row in counts.iterrows()}, dtype=object)
-
-
-def unjudged_text(table: pd.DataFrame, claim: str) -> str:
-    """"; not judged under V, where n runs diverged" for the complete variants of a
-    :func:`robustness.claim_table` whose diverged runs left ``claim`` without a cell, else ""."""
-    from .robustness import complete_rows
-
-    complete = complete_rows(table)
-    if not len(complete):
-        return ""
-    unjudged = complete[(complete.claim == claim) & (complete["of cells"] == 0)]
-    return "".join(f"; not judged under {row.variant}, where {row.diverged} runs diverged" for _, row in unjudged.iterrows())
+    return claim_texts(table, planned)
 
 
 # --- the Claims page as a chapter of the book (it runs nothing) -----------------------------------

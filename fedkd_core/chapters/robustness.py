@@ -25,9 +25,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from types import ModuleType
 
+import numpy as np
 import pandas as pd
 
 from ..cpuinfo import machine_text
+
+NOT_JUDGED = "not judged"  # a variant whose diverged runs left a claim without a cell
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,8 @@ def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], widen: float 
     its verdict (:func:`fedkd_core.verdicts.judge`: the words, the pooled effect in points with its
     95% interval, widened by ``widen`` points on each side where the runs come from machines that
     drift apart), the cells where it holds and where it is reversed, and the spread over seeds
-    (std of the per-seed mean over cells, in points). ``gates`` (per claim, from
+    (std of the per-seed mean over cells, in points), and why the convergence gate left cells out
+    ("reason": :attr:`fedkd_core.verdicts.Verdict.gate_reason`). ``gates`` (per claim, from
     :func:`fedkd_core.verdicts.claim_gates`) and ``enforce_gate``: the convergence gate, as
     :func:`fedkd_core.verdicts.judge` takes it."""
     from ..verdicts import POINTS, claims_in, judge
@@ -146,11 +150,13 @@ def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], widen: float 
         rows.append({"claim": claim, "verdict": verdict.word, "effect": verdict.interval.mean,
                      "low": verdict.interval.low, "high": verdict.interval.high, "holds in": verdict.holding,
                      "reversed": verdict.reversed, "of cells": verdict.cells,
-                     "seed spread": float(per_seed.std(ddof=0) * POINTS), "seeds": int(values.seed.nunique())})
+                     "seed spread": float(per_seed.std(ddof=0) * POINTS), "seeds": int(values.seed.nunique()),
+                     "reason": verdict.gate_reason})
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
 
 
-EFFECT_COLUMNS = ["claim", "verdict", "effect", "low", "high", "holds in", "reversed", "of cells", "seed spread", "seeds"]
+EFFECT_COLUMNS = ["claim", "verdict", "effect", "low", "high", "holds in", "reversed", "of cells", "seed spread", "seeds",
+                  "reason"]
 
 
 def summarise_variant(module: ModuleType, records: list) -> pd.DataFrame:
@@ -171,9 +177,9 @@ def summarise_variant(module: ModuleType, records: list) -> pd.DataFrame:
 
 def unjudged_rows(claims: list[str]) -> pd.DataFrame:
     """Rows for claims that a variant could not judge at all (its runs diverged): no cells."""
-    return pd.DataFrame({"claim": claims, "verdict": "not judged", "effect": float("nan"), "low": float("nan"),
+    return pd.DataFrame({"claim": claims, "verdict": NOT_JUDGED, "effect": float("nan"), "low": float("nan"),
                          "high": float("nan"), "holds in": 0, "reversed": 0, "of cells": 0,
-                         "seed spread": float("nan"), "seeds": 0}, columns=EFFECT_COLUMNS)
+                         "seed spread": float("nan"), "seeds": 0, "reason": ""}, columns=EFFECT_COLUMNS)
 
 
 def complete_rows(table: pd.DataFrame) -> pd.DataFrame:
@@ -223,18 +229,24 @@ def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | 
         frames.append(summary.assign(variant=variant.name, runs=len(records), diverged=failed,
                                      complete=len(records) + failed == expected, machines=len(machines_of(records))))
     columns = ["variant", "claim", "verdict", "effect", "low", "high", "holds in", "reversed", "of cells",
-               "seed spread", "seeds", "runs", "diverged", "complete", "machines"]
+               "seed spread", "seeds", "runs", "diverged", "complete", "machines", "reason"]
     if not frames:
         return pd.DataFrame(columns=columns)
     table = pd.concat(frames, ignore_index=True)[columns]
     reading = table[table.variant == module.ROBUSTNESS[0].name].set_index("claim")
     unchanged = [row.variant != module.ROBUSTNESS[0].name and row.claim in reading.index
-                 and (row.effect, row["seed spread"]) == (reading.loc[row.claim, "effect"], reading.loc[row.claim, "seed spread"])
+                 and _same_numbers((row.effect, row["seed spread"]),
+                                   (reading.loc[row.claim, "effect"], reading.loc[row.claim, "seed spread"]))
                  for _, row in table.iterrows()]
     table = table[~pd.Series(unchanged, index=table.index)].reset_index(drop=True)
     return table.astype({"holds in": int, "reversed": int, "of cells": int, "effect": float, "low": float,
                          "high": float, "seed spread": float, "seeds": int, "runs": int, "diverged": int,
                          "complete": bool, "machines": int})
+
+
+def _same_numbers(these, those) -> bool:
+    """Equal, a missing number (no effect: every cell left out by the gate) equal to a missing one."""
+    return bool(np.array_equal(np.asarray(these, dtype=float), np.asarray(those, dtype=float), equal_nan=True))
 
 
 def machines_of(records) -> Counter:
@@ -265,6 +277,61 @@ def variant_counts(table: pd.DataFrame) -> pd.DataFrame:
     words = grouped.verdict.agg(lambda v: ", ".join(f"{word} in {n}" for word, n in Counter(v).most_common()))
     return pd.DataFrame({"variants holding": grouped.verdict.agg(lambda v: int((v == "holds").sum())),
                          "variants": grouped.size(), "words": words}).reset_index()
+
+
+def claim_texts(table: pd.DataFrame, planned: int) -> pd.Series:
+    """Per claim that some complete variant of a :func:`claim_table` judged, the Claims page's
+    robustness text (:func:`claim_text`)."""
+    claims = dict.fromkeys(judged_rows(table).claim) if len(table) else {}
+    return pd.Series({claim: claim_text(table, claim, planned) for claim in claims}, dtype=object)
+
+
+def claim_text(table: pd.DataFrame, claim: str, planned: int) -> str:
+    """"holds in 2, partly in 1 of 3 variants that bear on it (3 of 5 variants run)": the verdicts
+    of the complete variants that judged ``claim`` (:func:`judged_rows`); those where the gate left
+    no cell, with the gate's reason (:func:`untested_text`); in brackets, how many of the
+    ``planned`` variants are complete, and those whose diverged runs left the claim without a cell
+    (:func:`diverged_text`)."""
+    from ..verdicts import UNTESTED
+
+    rows = judged_rows(table)
+    rows = rows[rows.claim == claim]
+    decided = rows[rows.verdict != UNTESTED]
+    words = ", ".join(f"{word} in {n}" for word, n in Counter(decided.verdict).most_common())
+    parts = [f"{words} of {len(rows)} variants that bear on it" if len(decided) else "", untested_text(rows)]
+    run = complete_rows(table).variant.nunique()
+    return "; ".join(p for p in parts if p) + f" ({run} of {planned} variants run{diverged_text(table, claim)})"
+
+
+def untested_text(rows: pd.DataFrame) -> str:
+    """"untested at this scale under all 8 variants: evaluated 5 times, fewer than 10" for the rows
+    (one claim's :func:`judged_rows`) whose every cell the convergence gate left out, the variants
+    grouped by the gate's reason ("under A, B: ...; under C: ..."); "" where there are none."""
+    from ..verdicts import UNTESTED
+
+    untested = rows[rows.verdict == UNTESTED]
+    if not len(untested):
+        return ""
+    reasons = untested["reason"].fillna("") if "reason" in untested else pd.Series("", index=untested.index)
+    groups = [(reason, list(untested.variant[reasons == reason])) for reason in dict.fromkeys(reasons)]
+    return f"{UNTESTED} " + "; ".join(f"under {_variants_named(names, len(rows))}{': ' + reason if reason else ''}"
+                                      for reason, names in groups)
+
+
+def _variants_named(names: list[str], judged: int) -> str:
+    """"all 8 variants" where ``names`` are every variant that judged the claim, else the names."""
+    return f"all {judged} variants" if len(names) == judged > 1 else ", ".join(names)
+
+
+def diverged_text(table: pd.DataFrame, claim: str) -> str:
+    """"; not judged under V, where n runs diverged" for the complete variants whose diverged runs
+    left ``claim`` without a cell, else ""."""
+    complete = complete_rows(table)
+    if not len(complete):
+        return ""
+    unjudged = complete[(complete.claim == claim) & (complete.verdict == NOT_JUDGED)]
+    return "".join(f"; not judged under {row.variant}, where {row.diverged} runs diverged"
+                   for _, row in unjudged.iterrows() if row.get("diverged", 0) > 0)
 
 
 def beside_reading(table: pd.DataFrame, reading: str):
@@ -362,7 +429,7 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     if not len(table):
         display(Markdown("No variant has runs yet."))
         return table
-    tables.show(table, digits=2)
+    tables.show(table.drop(columns="reason"), digits=2)
     if plot_effects(table, module.ROBUSTNESS[0].name) is not None:
         display(Markdown("Above, each claim over the variants whose runs are all committed: the pooled effect with "
                          "its 95% interval, a **filled** marker where the verdict is *holds* and a hollow one otherwise "

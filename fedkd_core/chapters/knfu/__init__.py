@@ -20,8 +20,9 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 """
 
 from .analysis import FusionExample, fusion_example, neighbour_agreement
-from .claims import (EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, TUNED_SECTION, TUNED_SUFFIX, claim_effects,
-                     effects_of, ledger_rows, observations, paper_observations)
+from .claims import (AS_CODED_SUFFIX, EFFECT_CELL_KEYS, LOCAL_ON_CIFAR, METHOD_COLUMN, PAPER_RUNS, TUNED_SECTION,
+                     TUNED_SUFFIX, claim_effects, effects_of, gaps_to_paper, ledger_rows, observations,
+                     paper_observations)
 from .grid import (METHODS, MODEL_FOR, PAPER_BATCH_SIZE, SHARING, TUNED, Params, algorithm_params, batch_size_for,
                    data_config, experiments, train_config)
 from .paper import paper_table1, paper_table2
@@ -34,7 +35,7 @@ from .tuning import (CANDIDATES, DEFAULT, chosen_schedules, same_runs, schedule_
                      tuned_records, tuning_records, tuning_table, verdict_changes)
 
 __all__ = [
-    "CANDIDATES", "DEFAULT", "EFFECT_CELL_KEYS", "FEDMD_ORIGINAL_PROFILE", "FusionExample", "METHODS", "METHOD_COLUMN",
+    "AS_CODED_SUFFIX", "LOCAL_ON_CIFAR", "gaps_to_paper", "CANDIDATES", "DEFAULT", "EFFECT_CELL_KEYS", "FEDMD_ORIGINAL_PROFILE", "FusionExample", "METHODS", "METHOD_COLUMN",
     "MODEL_FOR", "PAPER_BATCH_SIZE", "PAPER_PROFILE", "PAPER_RUNS", "Params", "READ_SEEDS", "ROBUSTNESS",
     "ROBUSTNESS_AT_PAPER_SCALE", "ROBUSTNESS_BASE", "SCALE_FIELDS", "SHARING", "TUNED", "TUNED_PROFILE", "TUNED_SECTION",
     "TUNED_SUFFIX", "TUNING_PROFILE", "algorithm_params", "batch_size_for", "cell_of", "chosen_schedules",

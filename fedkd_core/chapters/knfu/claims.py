@@ -1,6 +1,7 @@
 """KnFu's claims, counted alike on the paper's tables and on our records, and its rows of the
-book's Claims page (``fedkd_core.chapters.ledger``): as coded, and with every method under its
-tuned schedule (:mod:`.tuning`)."""
+book's Claims page (``fedkd_core.chapters.ledger``): on MNIST with every method under its tuned
+schedule (:mod:`.tuning`), the fair test; on CIFAR-10 as coded, where the baselines run below the
+paper's and the rows say by how much."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 import pandas as pd
 
-from .grid import SHARING
+from .grid import METHODS, SHARING
 from .paper import paper_table1, paper_table2
 from .records import paper_profile_records
 from .tables import final_table
@@ -19,9 +20,16 @@ METHOD_COLUMN = "algorithm"
 # Sec. IV-A: the mean ± std are "derived from three separate repetitions with distinct random seeds".
 PAPER_RUNS = 3
 
-# The tuned-schedule rows of the ledger: the claim's name with this suffix, linked to this section.
-TUNED_SUFFIX = " (schedules tuned)"
+# The ledger's rows: MNIST (Table 1) rerun with every method under its tuned schedule, linked to the
+# tuning section; CIFAR-10 (Table 2), not rerun, as coded.
+TUNED_SUFFIX = " (MNIST, schedules tuned)"
 TUNED_SECTION = "knfu.html#are-the-baselines-as-strong-as-the-paper-s-the-round-s-schedule-tuned"
+AS_CODED_SUFFIX = " (CIFAR-10, as coded)"
+# The paper claims Local's lead over every sharing method on CIFAR-10 only ("in most scenarios",
+# Sec. IV-C); on MNIST it says the opposite except at large, highly heterogeneous data: the claim
+# reads CIFAR-10's cells alone.
+LOCAL_ON_CIFAR = "Local ≥ every sharing method"
+BASELINES = ("fedmd", "selective_fd")
 
 
 def observations(records) -> pd.DataFrame:
@@ -44,9 +52,10 @@ def paper_observations() -> pd.DataFrame:
 def effects_of(frame: pd.DataFrame, value: str = "final") -> pd.DataFrame:
     """Per (dataset, alpha, |D_n|, seed), each claim's effect on ``value`` (accuracy, positive where
     the claim holds): KnFu − FedMD, KnFu − Selective-FD, KnFu − the better of the two, and Local −
-    the best sharing method, everywhere and at each dataset's smallest α and largest |D_n| (the
-    paper: "Local is preferable with large, highly heterogeneous data"). A cell and seed missing
-    one of a claim's methods has no effect for it."""
+    the best sharing method on CIFAR-10 (the paper: Local is better "in most scenarios" there) and
+    at each dataset's smallest α and largest |D_n| (the paper: "Local is preferable with large,
+    highly heterogeneous data"). A cell and seed missing one of a claim's methods has no effect
+    for it; a claim with no cell in ``frame`` is left out."""
     keys = list(EFFECT_CELL_KEYS)
     wide = frame.pivot_table(index=keys + ["seed"], columns="algorithm", values=value)
     effects = pd.DataFrame(index=wide.index)
@@ -65,8 +74,10 @@ def effects_of(frame: pd.DataFrame, value: str = "final") -> pd.DataFrame:
     sharing = [a for a in SHARING if a in has]
     if "knfu_local" in has and sharing:
         local = margin("knfu_local", sharing)
-        effects["Local ≥ every sharing method"] = local
         cells = wide.index.to_frame(index=False)
+        on_cifar = (cells.dataset == "cifar10").to_numpy()
+        if on_cifar.any():
+            effects[LOCAL_ON_CIFAR] = local.where(on_cifar)
         corner = ((cells.alpha == cells.groupby("dataset").alpha.transform("min"))
                   & (cells["size"] == cells.groupby("dataset")["size"].transform("max"))).to_numpy()
         effects["Local ≥ sharing at smallest alpha, largest |D_n|"] = local.where(corner)
@@ -78,19 +89,42 @@ def claim_effects(records) -> pd.DataFrame:
     return effects_of(observations(records), "final")
 
 
+def gaps_to_paper(records, methods=BASELINES) -> str:
+    """How far ``methods`` run from the paper's tables over the cells of ``records``: each one's
+    final ALMA (mean over seeds) minus the paper's, averaged over the cells ("FedMD -6.8 and
+    Selective-FD -11.2 points from the paper's table, on average over 18 cells")."""
+    keys = list(EFFECT_CELL_KEYS) + ["algorithm"]
+    ours = observations(records).groupby(keys)["final"].mean() * 100
+    paper = paper_observations().set_index(keys)["mean"]
+    gap = (ours - paper).dropna().groupby(level="algorithm").agg(["mean", "size"])
+    named = [(METHODS.get(m, m), gap.loc[m]) for m in methods if m in gap.index]
+    if not named:
+        return "no baseline cell shared with the paper's tables"
+    cells = int(max(row["size"] for _, row in named))
+    return (" and ".join(f"{name} {row['mean']:+.1f}" for name, row in named)
+            + f" points from the paper's table, on average over {cells} cells")
+
+
 def ledger_rows(root=None) -> pd.DataFrame:
-    """KnFu's claims for the book's Claims page, judged on the committed paper-profile records
-    (every seed committed, :data:`~.records.READ_SEEDS`) and, over the same cells, on the paper's
-    Tables 1-2; then the same claims (named with :data:`TUNED_SUFFIX`) on Table 1's cells rerun
-    with every method under its tuned schedule (:mod:`.tuning`).
-    The runs are at the paper's own round budget, so a cell still rising there counts (the note
-    says how many)."""
+    """KnFu's claims for the book's Claims page. MNIST (Table 1): the cells rerun with every method
+    under the schedule it chose on a validation split (:mod:`.tuning`), the fair comparison, named
+    with :data:`TUNED_SUFFIX`. CIFAR-10 (Table 2), not rerun: the committed paper-profile records as
+    coded (every seed committed, :data:`~.records.READ_SEEDS`), named with :data:`AS_CODED_SUFFIX`,
+    their scale saying how far the baselines run from the paper's numbers. MNIST as coded is not a
+    row: its verdicts beside the tuned ones are the chapter's "Table 1 rerun" section. Each claim is
+    also judged on the paper's Tables 1-2 over the same cells. The runs are at the paper's own round
+    budget, so a cell still rising there counts (the note says how many)."""
     from ..ledger import evidence, judged_rows
 
     module = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
-    records, tuned = paper_profile_records(root), tuned_records(root)
-    as_coded = judged_rows("KnFu", module, records, "knfu.html#verdict",
-                           "paper: 20 clients, R = 15 (MNIST) / 30 (CIFAR-10)", evidence(records), enforce_gate=False)
-    as_tuned = judged_rows("KnFu", module, tuned, TUNED_SECTION, "paper, MNIST (Table 1), every method under the "
-                           "schedule it chose on a validation split", evidence(tuned), enforce_gate=False)
-    return pd.concat([as_coded, as_tuned.assign(claim=as_tuned.claim + TUNED_SUFFIX)], ignore_index=True)
+    tuned = tuned_records(root)
+    cifar = [r for r in paper_profile_records(root) if r.config["data"]["dataset"] == "cifar10"]
+    fair = judged_rows("KnFu", module, tuned, TUNED_SECTION, "paper, MNIST (Table 1), every method under the "
+                       "schedule it chose on a validation split", evidence(tuned), enforce_gate=False)
+    fair = fair[fair.claim != LOCAL_ON_CIFAR]  # not a claim the paper makes on MNIST
+    coded = judged_rows("KnFu", module, cifar, "knfu.html#table-1-and-table-2-alma-beside-the-paper",
+                        f"paper, CIFAR-10 (Table 2), each round's schedule as coded, not tuned: "
+                        f"{gaps_to_paper(cifar)}, so KnFu's lead here may be the schedule's",
+                        evidence(cifar), enforce_gate=False)
+    return pd.concat([fair.assign(claim=fair.claim + TUNED_SUFFIX), coded.assign(claim=coded.claim + AS_CODED_SUFFIX)],
+                     ignore_index=True)

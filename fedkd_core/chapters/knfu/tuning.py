@@ -135,8 +135,9 @@ def verdict_changes(coded, tuned) -> pd.DataFrame:
     """Per claim: the verdict (word, pooled effect and interval, cells) on the as-coded records and
     on the tuned ones over the same cells and seeds, the paper's over those cells, and whether the
     word changed (:func:`fedkd_core.chapters.ledger.judge_chapter`; the runs are at the paper's
-    round budget, so the convergence gate only annotates)."""
-    from ..ledger import judge_chapter, paper_text
+    round budget, so the convergence gate only annotates). A claim none of these cells test (Local
+    over every sharing method: a CIFAR-10 claim) is left out."""
+    from ..ledger import NO_RECORDS, judge_chapter, paper_text
 
     chapter = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
     coded = same_runs(coded, tuned)
@@ -147,6 +148,8 @@ def verdict_changes(coded, tuned) -> pd.DataFrame:
     for claim, verdicts in after.items():
         was = before.get(claim, {}).get("final")
         now = verdicts["final"]
+        if now.word == NO_RECORDS:
+            continue
         rows.append({"claim": claim,
                      "as coded": f"{was.word}, {was.effect_text} ({was.cells_text})" if was else "—",
                      "tuned": f"{now.word}, {now.effect_text} ({now.cells_text})",
