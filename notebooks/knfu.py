@@ -386,7 +386,10 @@ else:
 #
 # The verdict above rests on one reading of each choice the paper does not fix: KnFu's paper names no optimiser, learning rate or Selective-FD threshold and fixes R, λ and the fine-tuning epochs without a search. The
 # robustness grid (`knfu.ROBUSTNESS`, as data in `fedkd_core/chapters/knfu/robustness.py`) reruns the claims'
-# cells (MNIST at |D_n| = 100, α ∈ {0.1, 0.5, 1}, 3 seeds, the paper profile otherwise) once per alternative reading; the first variant is this chapter's own. For each
+# cells (MNIST at |D_n| = 100, α ∈ {0.1, 0.5, 1}, 3 seeds, the paper profile otherwise) once per alternative reading; the first variant is the chapter's own settings on these cells.
+# They are a subset of the chapter's, so its verdicts can differ from the box at the top: "Local ≥
+# sharing at smallest α, largest |D_n|" reads α = 0.1 at |D_n| = 100 here, not the paper's largest
+# |D_n|, and the schedules are the round as first coded. For each
 # variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
 # `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants
 # appear as their runs are committed

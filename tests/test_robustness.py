@@ -64,7 +64,7 @@ def test_a_robustness_sweep_finishes_the_variant_nearest_completion_first(monkey
     params = base()
     grid = {v.name: knfu.experiments(rb.variant_params(params, v)) for v in knfu.ROBUSTNESS}
     almost = grid["R = 30 rounds"][:-1]  # one run left
-    done = {config_hash(c) for c in grid["as in this chapter"] + almost}
+    done = {config_hash(c) for c in grid["chapter's settings, grid's cells"] + almost}
     monkeypatch.setattr(results, "load_record", lambda config, root=None: True if config_hash(config) in done else None)
     order = [c for c in rb.sweep_order(knfu, params) if config_hash(c) not in done]
     assert config_hash(order[0]) == config_hash(grid["R = 30 rounds"][-1])
@@ -83,8 +83,8 @@ def test_the_sweep_runs_only_the_named_variants_with_variant():
     expected = knfu.experiments(rb.variant_params(params, rb.selected_variants(knfu, (threshold,))[0]))
     assert [config_hash(c) for c in configs] == [config_hash(c) for c in expected]
     assert {c.algorithm for c in configs} == {"knfu", "fedmd", "selective_fd", "knfu_local"}
-    both = rb.selected_variants(knfu, ("λ = 2", "as in this chapter"))
-    assert [v.name for v in both] == ["as in this chapter", "λ = 2"]  # the chapter's order
+    both = rb.selected_variants(knfu, ("λ = 2", "chapter's settings, grid's cells"))
+    assert [v.name for v in both] == ["chapter's settings, grid's cells", "λ = 2"]  # the chapter's order
     with pytest.raises(SystemExit, match="no robustness variant named 'lr 1'.*'R = 30 rounds'"):
         load_grid("knfu", BASE_FILE, robustness=True, variants=("lr 1",))
     with pytest.raises(SystemExit, match="needs --robustness"):
@@ -264,7 +264,7 @@ def test_variants_made_on_several_machines_are_counted_and_named(monkeypatch):
     alma = {"knfu": 0.80, "fedmd": 0.75, "selective_fd": 0.78, "knfu_local": 0.79}
 
     def records(module, base_params, variant, root=None):
-        if variant.name not in ("as in this chapter", "λ = 2"):
+        if variant.name not in ("chapter's settings, grid's cells", "λ = 2"):
             return []
         lead = 0.02 if variant.name == "λ = 2" else 0.0  # a variant whose effects equal the reading's is not listed
         found = [fake_record(c, alma[c.algorithm] + lead * (c.algorithm == "knfu"))
@@ -277,7 +277,7 @@ def test_variants_made_on_several_machines_are_counted_and_named(monkeypatch):
 
     monkeypatch.setattr(rb, "variant_records", records)
     table = rb.claim_table(knfu, params)
-    assert dict(zip(table.variant, table.machines)) == {"as in this chapter": 1, "λ = 2": 2}
+    assert dict(zip(table.variant, table.machines)) == {"chapter's settings, grid's cells": 1, "λ = 2": 2}
     assert rb.machine_notes(rb.records_by_variant(knfu, params)) == [f"λ = 2: {len(knfu.experiments(params)) - 1} runs on CPU A, 1 runs on CPU B"]
 
 
@@ -290,7 +290,7 @@ def test_changes_from_the_reading_name_the_complete_variants_that_change_a_verdi
                           "seed spread": [0.1] * 5, "seeds": [3] * 5, "runs": [9] * 5,
                           "complete": [True, True, True, False, True]})
     assert rb.changes_from_reading(table, "ours") == [  # v2 keeps the verdict, v3 is incomplete
-        "**X** does not hold as in this chapter (-0.50 [-0.70, -0.30]); under **v1** it holds (+0.29 [+0.10, +0.50]; "
+        "**X** does not hold under the chapter's settings on the grid's cells (-0.50 [-0.70, -0.30]); under **v1** it holds (+0.29 [+0.10, +0.50]; "
         "reversed in 0 of 3 cells)"]
 
 
@@ -340,7 +340,7 @@ def test_effect_shifts_name_complete_variants_that_move_an_effect_beyond_the_see
                           "of cells": [2] * 6, "seeds": [3, 3, 3, 3, 3, 1],
                           "complete": [True, True, True, False, True, True]})
     # v1 moved 1.9 > 1.0; v2 0.5 <= 1.0; v3 incomplete; v4 moved 2.0 <= its own spread 3.5; v5 judged on 1 seed
-    assert rb.effect_shifts(table, "ours") == ["**X**: +2.00 ± 1.00 points as in this chapter; +0.10 ± 0.50 with v1"]
+    assert rb.effect_shifts(table, "ours") == ["**X**: +2.00 ± 1.00 points under the chapter's settings on the grid's cells; +0.10 ± 0.50 with v1"]
 
 
 def test_a_claim_whose_methods_diverged_in_every_run_of_a_variant_is_unjudged_there(monkeypatch):

@@ -346,7 +346,7 @@ def beside_reading(table: pd.DataFrame, reading: str):
 def changes_from_reading(table: pd.DataFrame, reading: str) -> list[str]:
     """Per claim, the complete variants under which its verdict differs from the chapter's own
     reading (``reading``, the first variant), as one sentence each ("under SGD, lr 0.01 ... Local ≥
-    every sharing method holds, +1.2 [+0.4, +2.0], where this chapter reads does not hold");
+    every sharing method holds, +1.2 [+0.4, +2.0], where the chapter's settings on the grid's cells read does not hold");
     claims that no variant changes are left out."""
     from ..verdicts import Interval
 
@@ -354,7 +354,7 @@ def changes_from_reading(table: pd.DataFrame, reading: str) -> list[str]:
     for claim, base, others in beside_reading(table, reading):
         moved = others[others.verdict != base.verdict]
         if len(moved):
-            lines.append(f"**{claim}** {base.verdict} as in this chapter ({Interval(base.effect, base.low, base.high).text()}); "
+            lines.append(f"**{claim}** {base.verdict} under the chapter's settings on the grid's cells ({Interval(base.effect, base.low, base.high).text()}); "
                          + "; ".join(f"under **{row.variant}** it {_reads(row.verdict)} "
                                      f"({Interval(row.effect, row.low, row.high).text()}; "
                                      f"reversed in {row.reversed} of {row['of cells']} cells)"
@@ -378,7 +378,7 @@ def effect_shifts(table: pd.DataFrame, reading: str) -> list[str]:
         alike = others[(others.seeds == base.seeds) & (others["of cells"] == base["of cells"])]
         moved = alike[(alike.effect - base.effect).abs() > alike["seed spread"].clip(lower=base["seed spread"])]
         if len(moved):
-            lines.append(f"**{claim}**: {base.effect:+.2f} ± {base['seed spread']:.2f} points as in this chapter; "
+            lines.append(f"**{claim}**: {base.effect:+.2f} ± {base['seed spread']:.2f} points under the chapter's settings on the grid's cells; "
                          + "; ".join(f"{row.effect:+.2f} ± {row['seed spread']:.2f} with {row.variant}"
                                      for _, row in moved.iterrows()))
     return lines

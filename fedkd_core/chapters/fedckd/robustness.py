@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..robustness import Variant
 
 ROBUSTNESS = (
-    Variant("as in this chapter", {}, "KL(teacher ‖ student) × τ², first round: global teacher only, γ = 0.99"),
+    Variant("chapter's settings, grid's cells", {}, "KL(teacher ‖ student) × τ², first round: global teacher only, γ = 0.99"),
     Variant("KL(student ‖ teacher)", {"kl_direction": "student_teacher"}, "the paper's literal KL(p_k, p_teacher)"),
     Variant("no τ² scaling", {"scale_t2": False}, "the paper's Eq. 4 has no τ²; pFedSD's code has it"),
     Variant("first round: CE only", {"first_round": "ce_only"}, "pFedSD's rule for a client without history"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..robustness import Variant
 
 ROBUSTNESS = (
-    Variant("as in this chapter", {},
+    Variant("chapter's settings, grid's cells", {},
             "Eq. 5 prototypes (BIC over 1-6 components), DAT a = b = 0.2 against the round's preliminary "
             "aggregate, KD on softmax(C(H)/T) vs Q, no clipping"),
     Variant("DAT against last round's knowledge", {"dat_reference": "previous"},

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..robustness import Variant
 
 ROBUSTNESS = (
-    Variant("as in this chapter", {},
+    Variant("chapter's settings, grid's cells", {},
             "server SGD lr 1e-3 on batch-mean KL at T = 1; FedUA keeps the 60% of U with the highest BALD score "
             "and weights teachers by their densities (τ = 1); clients train with crop + flip"),
     Variant("server lr 1e-4", {"server_lr": 1e-4},

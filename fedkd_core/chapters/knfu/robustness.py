@@ -16,7 +16,7 @@ from .grid import Params
 from .profiles import ROBUSTNESS_BASE
 
 ROBUSTNESS = (
-    Variant("as in this chapter", {}, "Adam lr 1e-3, R = 15, λ = 1, 1 fine-tuning epoch, Selective-FD τ = 0.5 ln C"),
+    Variant("chapter's settings, grid's cells", {}, "Adam lr 1e-3, R = 15, λ = 1, 1 fine-tuning epoch, Selective-FD τ = 0.5 ln C"),
     Variant("SGD, lr 0.01, momentum 0.9", {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9},
             "the optimiser of most FL code (FedAvg, pFedSD, FedBE); the paper names none"),
     Variant("SGD, lr 0.01, momentum 0.9, R = 30", {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "rounds": 30},
