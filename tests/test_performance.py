@@ -72,3 +72,20 @@ def test_the_performance_page_itself_types_no_figure():
     assert "{include} _generated/performance.md" in text
     typed = re.findall(r"\b\d[\d,.]*\s*(?:s|ms|min|samples/s|GFLOP/s|%|x|×)(?=[\s,;.)])", text)
     assert not typed, f"figures on the Performance page must come from benchmarks/results/: {typed}"
+
+
+def test_drift_is_summarised_apart_for_runs_stored_here_and_elsewhere():
+    import importlib.util
+
+    import pandas as pd
+
+    spec = importlib.util.spec_from_file_location("precision_drift", ROOT / "benchmarks" / "precision_drift.py")
+    drift = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(drift)
+    table = pd.DataFrame({"rerun in": ["fp32", "fp32", "fp32"], "stored on": ["old", "old", "here"],
+                          "alma Δ": [0.4, -0.8, 0.0]})
+    assert drift.drift_summary(table, "here") == [
+        "runs stored on another machine, rerun in fp32: final ALMA moved by 0.60 points on average, 0.80 at most, "
+        "over 2 run(s)",
+        "runs stored on this machine, rerun in fp32: final ALMA moved by 0.00 points on average, 0.00 at most, "
+        "over 1 run(s)"]
