@@ -1,7 +1,8 @@
 """Tables as the book shows them: one formatter for every chapter.
 
 Every table of the book goes through :func:`html` (or :func:`show`): no pandas index, every
-value formatted (no raw floats, "—" where there is no value, never "nan"), columns separated, and
+value formatted (no raw floats, "—" where there is no value, never "nan"): a measurement to fixed
+decimals, a setting (a hyperparameter, the α of a cell) exactly as given, columns separated, and
 a CSS class (``fedkd-table``, styled in ``book/_static/fedkd.css``) that keeps it inside the
 676 px content column at 1280 px by wrapping text rather than widening the page.
 
@@ -57,6 +58,15 @@ def scientific(value, significant: int = 2) -> str:
     return "0" if float(value) == 0.0 else f"{float(value):.{significant - 1}e}"
 
 
+def setting_text(value) -> str:
+    """A setting (a hyperparameter, a key of a cell) as given, never rounded to a table's decimals:
+    0.99, 0.01, 0.25, 1e-05, 3 (a real number to six significant digits, ``format(value, "g")``);
+    anything else as :func:`cell_text` shows it."""
+    if isinstance(value, numbers.Real) and not isinstance(value, (numbers.Integral, np.bool_)) and not missing(value):
+        return format(float(value), "g")
+    return cell_text(value)
+
+
 def mean_spread(mean, std, digits: int = 1) -> str:
     """"55.75 ± 0.40"; "55.75 (no spread)" where there is no spread (the paper gives none, or a
     single run); "—" without a mean."""
@@ -67,38 +77,49 @@ def mean_spread(mean, std, digits: int = 1) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+def named_index(frame: pd.DataFrame) -> bool:
+    """Whether ``frame``'s index means something: it has a name (a pivot table's keys) or holds
+    labels rather than row numbers; an unnamed integer index is only the row numbers that
+    filtering left (0, 1, 10, 11), not a column."""
+    return (any(name is not None for name in frame.index.names)
+            or not pd.api.types.is_integer_dtype(frame.index.dtype))
+
+
 def flat(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with a meaningful index turned into columns and multi-level column names joined
-    (a pivot table's "metric · clients"), so that no pandas index is shown."""
-    if not isinstance(frame.index, pd.RangeIndex) or any(name is not None for name in frame.index.names):
-        frame = frame.reset_index()
+    """``frame`` with a meaningful index (:func:`named_index`) turned into columns, row numbers
+    dropped, and multi-level column names joined (a pivot table's "metric · clients", its
+    settings exact: "alpha · 0.01"), so that no pandas index is shown."""
+    frame = frame.reset_index(drop=not named_index(frame))
     if isinstance(frame.columns, pd.MultiIndex):
-        frame = frame.copy()
-        frame.columns = [" · ".join(cell_text(part) for part in column if str(part) != "") for column in frame.columns]
+        frame.columns = [" · ".join(setting_text(part) for part in column if str(part) != "") for column in frame.columns]
     return frame
 
 
-def html(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "") -> str:
+def html(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "", settings=()) -> str:
     """``frame`` as an HTML table of the book (module docstring); ``digits`` for every float
-    column, or per column name (default 1); ``legend`` (markdown-free HTML) under the table."""
+    column, or per column name (default 1); ``settings``: the columns that hold settings
+    (a parameter table's values, the α of each row), shown exactly by :func:`setting_text`;
+    ``legend`` (markdown-free HTML) under the table."""
     frame = flat(frame)
 
-    def places(column) -> int:
-        return digits.get(column, 1) if isinstance(digits, dict) else digits
+    def text(column, value) -> str:
+        if column in settings:
+            return setting_text(value)
+        return cell_text(value, digits.get(column, 1) if isinstance(digits, dict) else digits)
 
     head = "".join(f"<th>{escape(str(column))}</th>" for column in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{escape(cell_text(value, places(column)))}</td>"
+    body = "".join("<tr>" + "".join(f"<td>{escape(text(column, value))}</td>"
                                     for column, value in zip(frame.columns, row)) + "</tr>"
                    for row in frame.itertuples(index=False))
     note = f'<p class="fedkd-legend">{legend}</p>' if legend else ""
     return f'<table class="{TABLE_CLASS}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}'
 
 
-def show(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "") -> None:
+def show(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "", settings=()) -> None:
     """Display :func:`html` of ``frame`` in a notebook."""
     from IPython.display import HTML, display
 
-    display(HTML(html(frame, digits, legend)))
+    display(HTML(html(frame, digits, legend, settings)))
 
 
 # --- a comparison with the paper, in the paper's layout ------------------------------------------
@@ -186,14 +207,9 @@ def legend(at_paper_scale: bool, baseline: str | None) -> str:
     return head + "<br>" + " &nbsp; ".join(parts)
 
 
-def key_text(value) -> str:
-    """A setting as a header shows it: 0.1 not 0.10, 100 not 100.0."""
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
 def header_text(key_names: dict, keys: list[str], values) -> str:
     values = values if isinstance(values, tuple) else (values,)
-    return ", ".join(f"{key_names.get(k, k)} {key_text(v)}".strip() for k, v in zip(keys, values))
+    return ", ".join(f"{key_names.get(k, k)} {setting_text(v)}".strip() for k, v in zip(keys, values))
 
 
 def paper_layout(table: pd.DataFrame, rows: list[str], columns: list[str], method: str | None,
@@ -219,7 +235,7 @@ def paper_layout(table: pd.DataFrame, rows: list[str], columns: list[str], metho
                      for r in row_group.itertuples(index=False)}
             tds = "".join((lambda css, text: f'<td class="{css}">{text}</td>')(*cells.get(tuple(v), (NOT_RUN, DASH)))
                           for v in ran.itertuples(index=False))
-            lines.append("<tr>" + "".join(f'<th class="fedkd-key">{escape(key_text(v))}</th>' for v in row_key)
+            lines.append("<tr>" + "".join(f'<th class="fedkd-key">{escape(setting_text(v))}</th>' for v in row_key)
                          + tds + "</tr>")
         head = "".join(f'<th class="fedkd-key">{escape(names.get(r, r))}</th>' for r in rows) + "".join(f"<th>{escape(h)}</th>" for h in header)
         rounds = ", ".join(sorted({str(r) for r in group.get("rounds", pd.Series(dtype=str)) if r}))

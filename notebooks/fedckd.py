@@ -180,7 +180,7 @@ training = pd.DataFrame([
     {"parameter": "FedPer / LG-FedAvg shared part", "paper": "body / head",
      "used": "model.features / model.head", "source": "PFLlib"},
 ])
-tables.show(pd.concat([hyper, training], ignore_index=True))
+tables.show(pd.concat([hyper, training], ignore_index=True), settings=["paper", "used"])
 
 # %% [markdown]
 # ## Why two teachers: forgetting

@@ -202,7 +202,7 @@ tables.show(pd.DataFrame(differences, columns=["item", "paper", "released code",
 settings = [("shared", f"{params.model}; Adam lr {params.lr}, batch {params.batch_size}, {params.local_epochs} local epochs, "
              f"{params.rounds} rounds, participation 1, drop_last {params.drop_last}",
              "§4.4: ResNet-18 (32-d code), Adam 1e-3, batch 64, 3 epochs, 50 rounds")]
-settings += [(method.label, ", ".join(f"{k} {v}" for k, v in chapter.method_params(params, key).items()), method.source)
+settings += [(method.label, chapter.used_here(params, key), method.source)
              for key, method in chapter.METHODS.items() if key in params.method_keys()]
 tables.show(pd.DataFrame(settings, columns=["method", "used here", "source"]))
 

@@ -184,7 +184,7 @@ open_choices = [
     ("sample selection rule", "BALD above a threshold \"empirically determined\" (§3.2)", "top SR by BALD",
      "no threshold value is given; Table 1 is indexed by the sample ratio SR, so we keep the top SR share"),
 ]
-tables.show(pd.DataFrame(open_choices, columns=["choice", "paper", "used", "source"]))
+tables.show(pd.DataFrame(open_choices, columns=["choice", "paper", "used", "source"]), settings=["used"])
 
 # %% [markdown]
 # ## The splits (Figs. 7 and 14)
@@ -268,7 +268,7 @@ tables.show(derived.assign(algorithm=derived.algorithm.map(chapter.METHODS))
 printed = chapter.printed_check()
 display(Markdown(f"The paper's printed percentages: {int(printed.agrees.sum())} of {len(printed)} round from its accuracies; "
                  "these do not:"))
-tables.show(printed[~printed.agrees].assign(algorithm=lambda f: f.algorithm.map(chapter.METHODS)).reset_index(drop=True))
+tables.show(printed[~printed.agrees].assign(algorithm=lambda f: f.algorithm.map(chapter.METHODS)), digits={"computed": 2})
 
 # %% [markdown]
 # ## Table 3: accuracy under different participation ratios

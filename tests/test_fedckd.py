@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from fedkd_core import tables
 from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
 from fedkd_core.algorithms.fedckd import annealed_lambda, fedckd_loss
 from fedkd_core.algorithms.fedfomo import fomo_weights, normalised_positive
@@ -320,3 +321,8 @@ def test_the_literal_kl_direction_is_steeper_than_hintons_which_stays_within_lam
     assert hinton["largest |∂loss/∂z|"] <= 0.5 * 3.0 + 1e-6
     assert literal["largest |∂loss/∂z|"] > 2 * hinton["largest |∂loss/∂z|"]
     assert literal["largest curvature"] > 10 * hinton["largest curvature"]
+
+
+def test_the_kl_sharpness_table_names_its_rows_loss_not_index():
+    text = tables.html(chapter.kl_sharpness(lam=0.5, temperature=3.0), digits=3)
+    assert "<th>loss</th>" in text and "<th>index</th>" not in text

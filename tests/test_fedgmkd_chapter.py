@@ -242,3 +242,13 @@ def test_traffic_is_kilobytes_per_client_round_and_the_upload_against_fedavgs_at
     assert traffic.loc[("fedgmkd", 10), "upload (kB per client-round)"] == pytest.approx(2200.0)
     assert traffic.loc[("fedgmkd", 10), "upload vs FedAvg"] == "1.100×"
     assert traffic.loc[("fedgmkd", 20), "upload vs FedAvg"] == "—"
+
+
+def test_the_hyperparameter_table_states_what_every_method_runs_with_exactly():
+    params = chapter.Params()
+    used = {key: chapter.used_here(params, key) for key in chapter.METHODS}
+    assert all(used.values()), used  # FedGen and FjORD run their configs' defaults: stated, not blank
+    assert used["fedgen"] == ("hidden_dim 512, generator_epochs 5, generative_alpha 10, generative_beta 10, "
+                              "decay 0.98")
+    assert used["fjord"].startswith("widths {0.2, 0.4, 0.6, 0.8, 1}") and "temperature 0.7" in used["fjord"]
+    assert used["fedprox"] == "mu 0.5, personal trained"

@@ -302,11 +302,21 @@ def test_printed_check_finds_the_three_percentages_that_do_not_round_from_the_ac
     check = chapter.printed_check()
     assert len(check) == 18
     off = check[~check.agrees].set_index(["row", "algorithm", "column"])
-    # FedAvg step -> Dir(0.1): (59.6 - 62.6) / 62.6 = -4.79% (printed -4.7, truncated);
-    # FedDF: (64.4 - 72.3) / 72.3 = -10.93% (printed -11.0); FedDF C = 0.7: 1 - 68.1/72.3 = 5.81% (5.9)
-    assert sorted(off.index) == [("accuracy drop", "feddf", "C = 0.7"), ("change vs step", "fedavg", "dir0.1"),
-                                 ("change vs step", "feddf", "dir0.1")]
+    # FedAvg step -> Dir(0.1): (59.6 - 62.6) / 62.6 = -4.79% (printed -4.7, truncated); FedDF over
+    # FedAvg at Dir(0.1): (64.4 - 59.6) / 59.6 = 8.054% (printed 8.0, truncated); FedDF C = 0.7:
+    # 1 - 68.1/72.3 = 5.81% (printed 5.9)
+    assert sorted(off.index) == [("accuracy drop", "feddf", "C = 0.7"), ("change vs FedAvg", "feddf", "dir0.1"),
+                                 ("change vs step", "fedavg", "dir0.1")]
     assert off.loc[("change vs step", "fedavg", "dir0.1"), "computed"] == pytest.approx((59.6 - 62.6) / 62.6 * 100, abs=0.01)
+    # the paper prints FedDF's step -> Dir(0.1) as a whole "−11%": -10.93% rounds to it
+    whole = check.set_index(["row", "algorithm", "column"]).loc[("change vs step", "feddf", "dir0.1")]
+    assert whole.printed == -11 and whole.computed == pytest.approx(-10.93) and whole.agrees
+
+
+def test_a_change_agrees_at_the_precision_the_paper_printed_it_with():
+    computed, printed = pd.Series([-10.93, -10.93, 8.054, 8.054]), pd.Series([-11.0, -10.9, 8.0, 8.1])
+    assert list(chapter.rounds_to(computed, printed, pd.Series([0, 1, 1, 1]))) == [True, True, False, True]
+    assert list(chapter.rounds_to(computed[:1], pd.Series([-11.0]), pd.Series([1]))) == [False]
 
 
 def test_derived_rows_from_hand_made_means():

@@ -159,15 +159,21 @@ def test_every_fedgmkd_appendix_cell_is_the_specs():
 
 def fedua_cells(text: str, start: str, end: str | None, derived: int) -> list[tuple[tuple[float, float], list]]:
     """Each mean ± spread of a FedUA table in reading order, with the ``derived`` printed
-    percentages on the lines after it (None where the paper prints "1", the reference)."""
+    percentages on the lines after it, as printed ("-11", "8.0"; None where the paper prints "1",
+    the reference)."""
     lines = [line.strip() for line in block(text, start, end).splitlines() if line.strip()]
     cells = []
     for i, line in enumerate(lines):
         if match := PAIR.fullmatch(line):
-            after = [None if value == "1" else float(value.replace("−", "-").replace("%", "").replace(" ", ""))
+            after = [None if value == "1" else value.replace("−", "-").replace("%", "").replace(" ", "")
                      for value in lines[i + 1:i + 1 + derived]]
             cells.append(((float(match[1]), float(match[2])), after))
     return cells
+
+
+def printed_value(text: str) -> tuple[float, int]:
+    """A printed percentage as (value, its decimal places): "-11" -> (-11.0, 0), "8.0" -> (8.0, 1)."""
+    return float(text), len(text.partition(".")[2])
 
 
 def test_every_fedua_cell_is_the_papers():
@@ -187,7 +193,8 @@ def test_every_fedua_cell_is_the_papers():
                **{("change vs FedAvg", a, p): after[1] for (a, p), (_, after) in zip(order2, table2) if after[1] is not None},
                **{("accuracy drop", a, f"C = {c:g}"): after[0] for (a, c), (_, after) in zip(order3, table3)
                   if after[0] is not None}}
-    assert {(r.row, r.algorithm, r.column): r.printed for r in fedua.paper_changes().itertuples()} == printed
+    assert {(r.row, r.algorithm, r.column): (r.printed, r.decimals) for r in fedua.paper_changes().itertuples()} == \
+        {key: printed_value(value) for key, value in printed.items()}
 
 
 KNFU_METHODS = {label: key for key, label in knfu.METHODS.items()}

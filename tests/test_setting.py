@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedkd_core import tables
 from fedkd_core.chapters import setting
 
 
@@ -37,3 +38,5 @@ def test_local_vs_fedavg_names_the_better_method_per_dataset_and_alpha():
     assert pivot["better"].to_dict() == {("mnist", 0.1): "Local", ("mnist", 1.0): "FedAvg"}
     assert pivot["FedAvg global acc"].tolist() == pytest.approx([55.0, 95.0])
     assert "better" not in setting.local_vs_fedavg(RUNS[RUNS.algorithm == "local"])
+    headers = tables.html(pivot)
+    assert "<th>dataset</th>" in headers and "<th>alpha</th>" in headers and "data." not in headers

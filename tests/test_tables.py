@@ -61,3 +61,28 @@ def test_one_table_per_profile():
 def test_tiny_magnitudes_read_as_zero_or_scientific_not_a_row_of_zeros():
     assert tables.scientific(0.0) == "0" and tables.scientific(np.float32(2.4e-7)) == "2.4e-07"
     assert tables.scientific(0.6059) == "6.1e-01" and tables.scientific(np.nan) == "—"
+
+
+def test_settings_print_exactly_and_measurements_keep_their_decimals():
+    assert [tables.setting_text(v) for v in (0.99, 0.01, np.float64(0.25), 1e-5, 3.0, 7, "gmm")] == \
+        ["0.99", "0.01", "0.25", "1e-05", "3", "7", "gmm"]
+    parameters = pd.DataFrame({"parameter": ["gamma", "FedProx μ", "alpha", "batch size"],
+                               "used": [0.99, 0.01, 0.25, 64], "accuracy": [55.75, 60.04, 61.0, 1.0]})
+    text = tables.html(parameters, settings=["used"])
+    assert all(f"<td>{v}</td>" in text for v in ("0.99", "0.01", "0.25", "64")), text
+    assert "<td>55.8</td>" in text and "<td>60.0</td>" in text  # the measurement column: one decimal
+    assert "<td>1.0</td>" in tables.html(parameters)  # without settings=, the old rounding (0.99 -> 1.0)
+
+
+def test_a_pivot_header_shows_its_settings_exactly():
+    cells = pd.DataFrame({"algorithm": ["fedavg"] * 3, "varied": ["alpha"] * 3, "value": [0.01, 0.1, 1.0],
+                          "cell": ["1", "2", "3"]})
+    text = tables.html(cells.pivot(index="algorithm", columns=["varied", "value"], values="cell"))
+    assert "<th>alpha · 0.01</th>" in text and "<th>alpha · 1</th>" in text and "alpha · 0.0<" not in text
+
+
+def test_rows_left_by_filtering_show_no_index_column_but_a_named_index_is_kept():
+    frame = pd.DataFrame({"method": ["A", "B", "C"], "mean": [1.0, 2.0, 3.0]}, index=[0, 10, 11])
+    assert "<th>index</th>" not in tables.html(frame) and tables.html(frame).count("<th>") == 2
+    labelled = frame.set_index("method")
+    assert "<th>method</th>" in tables.html(labelled) and "<th>index</th>" not in tables.html(labelled)

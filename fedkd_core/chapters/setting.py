@@ -105,12 +105,12 @@ def accuracy_table(finals: pd.DataFrame) -> pd.DataFrame:
 
 
 def local_vs_fedavg(finals: pd.DataFrame) -> pd.DataFrame:
-    """Per dataset and α: each method's mean final ALMA (%) and, where both ran, which of Local and
-    FedAvg is higher ("better") and FedAvg's global accuracy (%)."""
+    """Per dataset and α (the index, named "dataset" and "alpha"): each method's mean final ALMA (%)
+    and, where both ran, which of Local and FedAvg is higher ("better") and FedAvg's global accuracy (%)."""
     alma = mean_std(finals, KEYS, "alma")
     pivot = alma.pivot_table(index=["data.dataset", "data.alpha"], columns="algorithm", values="mean")
     if {"local", "fedavg"} <= set(pivot.columns):
         glob = mean_std(finals.dropna(subset=["global_acc"]), KEYS, "global_acc")
         pivot["better"] = np.where(pivot["local"] > pivot["fedavg"], "Local", "FedAvg")
         pivot["FedAvg global acc"] = glob.set_index(["data.dataset", "data.alpha"])["mean"]
-    return pivot
+    return pivot.rename_axis(index=["dataset", "alpha"])

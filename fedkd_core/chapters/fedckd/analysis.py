@@ -61,10 +61,11 @@ def logit_sharpness(loss_of, classes: int = 10) -> dict:
 def kl_sharpness(lam: float, temperature: float, classes: int = 10) -> pd.DataFrame:
     """:func:`logit_sharpness` of CE (label: the teacher's class) and of λ·τ²·KL in each direction of
     ``KL_DIRECTIONS``, for a student still uniform over ``classes`` classes and a teacher confident
-    in class 0 (logits 40 and -60), at temperature ``temperature``: one row per loss."""
+    in class 0 (logits 40 and -60), at temperature ``temperature``: one row per loss (its index,
+    named "loss")."""
     teacher = tempered_softmax(torch.tensor([[40.0] + [-60.0] * (classes - 1)]), temperature)
     losses = {"CE (label = the teacher's class)": lambda z: F.cross_entropy(z, torch.tensor([0]))}
     for direction, kl in KL_DIRECTIONS.items():
         losses[f"λ·τ²·KL({direction.replace('_', ' ‖ ')})"] = (
             lambda z, kl=kl: lam * kl(z, teacher, temperature, True))
-    return pd.DataFrame({name: logit_sharpness(loss, classes) for name, loss in losses.items()}).T
+    return pd.DataFrame({name: logit_sharpness(loss, classes) for name, loss in losses.items()}).T.rename_axis("loss")

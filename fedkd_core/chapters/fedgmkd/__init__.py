@@ -25,7 +25,7 @@ from .claims import (ABLATION_CLAIMS, EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUN
                      effects_of, ledger_rows, observations, paper_observations)
 from .grid import (FEDGMKD_OPTIONS, FEDGMKD_ROWS, METHODS, PAPER_METHODS, TABLE3_METHODS, Method, Params, ablation_grid,
                    data_config, experiments, method_params, paper_reading, parse_pairs, run_config, table1_grid,
-                   table5_grid)
+                   table5_grid, used_here)
 from .paper import DATASET_REASON, paper_table1, paper_table3, paper_table5, paper_table6, paper_times
 from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, method_key, reduced_profile_records
@@ -43,5 +43,5 @@ __all__ = [
     "method_differences", "method_key", "method_params", "observations", "paper_observations", "paper_reading",
     "paper_table1", "paper_table3", "paper_table5", "paper_table6", "paper_times", "parse_pairs", "prototype_identity",
     "reduced_profile_records", "run_config", "summary", "table1_grid", "table1_rows", "table3_rows", "table5_grid",
-    "table5_rows", "time_ratios", "traffic_table",
+    "table5_rows", "time_ratios", "traffic_table", "used_here",
 ]

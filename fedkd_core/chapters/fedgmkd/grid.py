@@ -11,21 +11,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...algorithms import algorithm_config
 from ...experiment import ExperimentConfig
 from ...federation import DataConfig
 from ...report import parse_list
+from ...tables import setting_text
 from ...training import TrainConfig
 
 
 @dataclass(frozen=True)
 class Method:
     """A row of the chapter: its label, the registered algorithm and the settings FedGMKD's
-    §4.4 (or, where it is silent, the method's official code) gives it."""
+    §4.4 (or, where it is silent, the method's official code) gives it; ``shown``: the fields of
+    its config the hyperparameter table states although ``params`` leaves them at their defaults
+    (the values the paper's settings are, where they are the defaults)."""
 
     label: str
     algorithm: str
     params: dict
     source: str
+    shown: tuple[str, ...] = ()
 
 
 # The paper's rows first (Table 1's order), then the readings the ablations need.
@@ -33,11 +38,13 @@ METHODS: dict[str, Method] = {
     "fedavg": Method("FedAvg", "fedavg", {"personal": "trained"}, "size-weighted mean; local acc = trained copy (code)"),
     "fedprox": Method("FedProx", "fedprox", {"mu": 0.5, "personal": "trained"}, "μ = 0.5 (§4.4; the code runs 0.01)"),
     "moon": Method("MOON", "moon", {"mu": 1.0, "temperature": 0.5}, "μ = 1 (§4.4), τ = 0.5, projection 256 (MOON code)"),
-    "fedgen": Method("FedGen", "fedgen", {}, "generator hidden 512, 5 epochs/round, α = β = 10 ×0.98 (§4.4, FedGen code)"),
+    "fedgen": Method("FedGen", "fedgen", {}, "generator hidden 512, 5 epochs/round, α = β = 10 ×0.98 (§4.4, FedGen code)",
+                     ("hidden_dim", "generator_epochs", "generative_alpha", "generative_beta", "decay")),
     "fedmd": Method("FedMD", "fedmd_avg", {"lam": 0.05}, "λ = 0.05 on a labelled transfer set (the code leaks the test set)"),
     "fedproto": Method("FedProto", "fedproto", {"lam": 0.05}, "λ = 0.05 (§4.4), prototypes averaged over holders"),
     "fpl": Method("FPL", "fpl", {"weight": 0.1, "temperature": 0.02}, "λ = 0.1 (§4.4), FINCH, τ = 0.02 (FPL code)"),
-    "fjord": Method("FjORD", "fjord", {}, "widths {0.2,…,1}, uniform tiers, self-distillation at T = 0.7 (§4.4)"),
+    "fjord": Method("FjORD", "fjord", {}, "widths {0.2,…,1}, uniform tiers, self-distillation at T = 0.7 (§4.4)",
+                    ("widths", "drop_scale", "distill", "temperature")),
     "fedgmkd": Method("FedGMKD", "fedgmkd", {"variant": "paper"}, "Eqs. 4-13: GMM prototypes, DAT a = b = 0.2"),
     "fedgmkd_code": Method("FedGMKD (code)", "fedgmkd", {"variant": "code"},
                            "the released code: prototypes in standardised space, its DAT, clipping 1.1"),
@@ -171,6 +178,22 @@ def method_params(params: Params, key: str, **extra) -> dict:
     if key in FEDGMKD_ROWS:
         settings["max_components"] = params.max_components
     return {**settings, **extra}
+
+
+def value_text(value) -> str:
+    """A setting as the hyperparameter table states it: exact (0.98, 1e-05), a tuple as a set "{0.2, 0.4}"."""
+    if isinstance(value, tuple):
+        return "{" + ", ".join(setting_text(v) for v in value) + "}"
+    return setting_text(value)
+
+
+def used_here(params: Params, key: str) -> str:
+    """Row ``key``'s settings as this profile runs them: :func:`method_params` and the config
+    defaults its :attr:`Method.shown` names, "name value" each, comma-separated."""
+    settings = method_params(params, key)
+    config = algorithm_config(METHODS[key].algorithm, settings)
+    shown = {**settings, **{name: getattr(config, name) for name in METHODS[key].shown}}
+    return ", ".join(f"{name} {value_text(value)}" for name, value in shown.items())
 
 
 def run_config(params: Params, key: str, num_clients: int, seed: int, alpha: float | None = None,

@@ -23,7 +23,7 @@ from .claims import (EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, claim_effects,
 from .grid import (METHODS, SELECTION_NAMES, Params, algorithm_params, data_config, experiments, parse_partition,
                    partition_name, run_config, table1_config, table1_grid, table2_grid, table3_grid)
 from .paper import (derived_rows, paper_changes, paper_table1, paper_table2, paper_table3, printed_check,
-                    relative_changes)
+                    relative_changes, rounds_to)
 from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, reduced_profile_records
 from .robustness import ROBUSTNESS
@@ -35,6 +35,6 @@ __all__ = [
     "derived_rows", "effects_of", "experiments", "experiments_to_run", "history_frame", "ledger_rows",
     "method_differences", "observations", "paper_changes", "paper_observations", "paper_table1", "paper_table2",
     "paper_table3", "parse_partition", "partition_name", "printed_check", "reduced_profile_records", "relative_changes",
-    "run_config", "step_check", "summary", "table1_config", "table1_grid", "table1_rows", "table2_grid", "table2_rows",
-    "table3_grid", "table3_rows",
+    "rounds_to", "run_config", "step_check", "summary", "table1_config", "table1_grid", "table1_rows", "table2_grid",
+    "table2_rows", "table3_grid", "table3_rows",
 ]

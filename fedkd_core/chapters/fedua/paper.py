@@ -26,8 +26,9 @@ def paper_table3() -> pd.DataFrame:
 
 
 def paper_changes() -> pd.DataFrame:
-    """The percentage rows as printed (row, algorithm, column, printed), to check our arithmetic
-    against the paper's: change vs step and vs FedAvg (Table 2), accuracy drop from C = 1 (Table 3)."""
+    """The percentage rows as printed (row, algorithm, column, printed, decimals: the decimal places
+    the paper prints it with), to check our arithmetic against the paper's: change vs step and vs
+    FedAvg (Table 2), accuracy drop from C = 1 (Table 3)."""
     return paper_table(__package__, "paper_changes.csv")
 
 
@@ -60,11 +61,21 @@ def derived_rows(table2: pd.DataFrame, table3: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["row", "algorithm", "column", "value"])
 
 
+def rounds_to(computed: pd.Series, printed: pd.Series, decimals: pd.Series) -> np.ndarray:
+    """Whether each computed value, rounded to the decimals its printed value has, is that value
+    (-10.93 is the paper's whole "−11%", not its one-decimal "-10.9")."""
+    rounded = [round(float(value), int(places)) for value, places in zip(computed, decimals)]
+    return np.isclose(rounded, printed)
+
+
 def printed_check() -> pd.DataFrame:
     """Each printed percentage of the paper beside the same change computed from its printed
-    accuracies; ``agrees``: the computed value rounds to the printed one (to 0.1)."""
+    accuracies (shown to 0.01); ``agrees``: the computed value, unrounded, rounds to the printed one
+    at the precision the paper prints it with (:func:`rounds_to`: a whole percent where it prints a
+    whole number, 0.1 elsewhere)."""
     computed = derived_rows(paper_table2(), paper_table3()).set_index(["row", "algorithm", "column"])["value"]
     printed = paper_changes()
     keys = zip(printed.row, printed.algorithm, printed.column)
-    frame = printed.assign(computed=[round(float(computed[key]), 2) for key in keys])
-    return frame.assign(agrees=np.isclose(frame.computed.round(1), frame.printed))
+    exact = pd.Series([float(computed[key]) for key in keys], index=printed.index)
+    return printed.assign(computed=exact.round(2), agrees=rounds_to(exact, printed.printed, printed.decimals)
+                          ).drop(columns="decimals")
