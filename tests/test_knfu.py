@@ -329,3 +329,11 @@ def test_a_method_run_in_fewer_cells_is_compared_on_its_own_cells_only():
     lines = chapter.tables.ranking_lines(ours)
     assert lines[0] == "Mean ALMA over the 2 cells every method ran: KnFu 80.0, FedMD 70.0."
     assert lines[1] == "FedMD (original form) ran in 1 of the 2 cells; there: FedMD (original form) 95.0, KnFu 90.0, FedMD 80.0."
+
+
+def test_seed_counts_are_given_per_dataset_naming_the_method_with_fewer():
+    import pandas as pd
+
+    ours = pd.DataFrame({"dataset": ["mnist", "mnist", "mnist", "cifar10"], "algorithm": ["knfu", "fedmd", "fedmd_original", "knfu"],
+                         "n": [5, 5, 1, 3]})
+    assert chapter.tables.seeds_text(ours) == "mnist: 5 seed(s) per cell (FedMD (original form): 1); cifar10: 3 seed(s) per cell"
