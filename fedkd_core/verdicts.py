@@ -375,9 +375,67 @@ def _effect_changed(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], cl
 
 def claim_gates(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
                 cell_keys: Sequence[str], method: str = "method") -> dict[str, pd.DataFrame]:
-    """Per claim, the :func:`gate` of the runs of the methods it compares (:func:`claim_methods`)."""
-    return {claim: gate(observations[observations[method].isin(methods)], cell_keys, method)
-            for claim, methods in claim_methods(effects_of, observations, cell_keys, method).items()}
+    """Per claim, the :func:`gate` of the runs of the methods it compares (:func:`claim_methods`),
+    where a cell whose effect also reads the runs of other cells (FedUA's relative drop from C = 1)
+    passes only if those cells pass too (:func:`cell_sources`)."""
+    gates = {}
+    for claim, methods in claim_methods(effects_of, observations, cell_keys, method).items():
+        runs = observations[observations[method].isin(methods)]
+        gates[claim] = with_sources(gate(runs, cell_keys, method), cell_sources(effects_of, runs, cell_keys, claim))
+    return gates
+
+
+def cell_sources(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
+                 cell_keys: Sequence[str], claim: str, value: str = "final") -> dict[tuple, set]:
+    """Per cell of ``claim``'s effects, the *other* cells whose runs its effect reads: moving every
+    value of a cell far above the rest changes the effect there (a relative drop reads the C = 1
+    cell it drops from)."""
+    keys = list(cell_keys)
+    observations = observations.reset_index(drop=True)
+    full = effects_of(observations, value)
+    if claim not in full:
+        return {}
+    values = observations[value].astype(float)
+    far = float(values.max() - values.min()) + 1.0
+    sources: dict[tuple, set] = {}
+    for source, runs in observations.groupby(keys, sort=False):
+        source = source if isinstance(source, tuple) else (source,)
+        moved = effects_of(observations.assign(**{value: values.where(~observations.index.isin(runs.index), values + far)}),
+                           value)
+        if claim not in moved:
+            continue
+        both = full[keys + ["seed", claim]].merge(moved[keys + ["seed", claim]], on=keys + ["seed"], how="left",
+                                                 suffixes=("", " moved"))
+        changed = ~np.isclose(both[claim].to_numpy(dtype=float), both[f"{claim} moved"].to_numpy(dtype=float),
+                              equal_nan=True)
+        for target in both.loc[changed, keys].drop_duplicates().itertuples(index=False, name=None):
+            if tuple(target) != source:
+                sources.setdefault(tuple(target), set()).add(source)
+    return sources
+
+
+def with_sources(table: pd.DataFrame, sources: dict[tuple, set]) -> pd.DataFrame:
+    """``table`` (a :func:`gate`) with each cell failing where a cell it reads (``sources``) fails,
+    the reason naming that cell."""
+    table = table.copy()
+
+    def row_of(cell: tuple):
+        key = cell if table.index.nlevels > 1 else cell[0]
+        return table.loc[key] if key in table.index else None
+
+    for target, cells in sources.items():
+        mine = row_of(target)
+        failing = [(cell, row) for cell in sorted(cells, key=str) if (row := row_of(cell)) is not None and not row.converged]
+        if mine is None or not failing:
+            continue
+        key = target if table.index.nlevels > 1 else target[0]
+        reasons = [mine.reason] if mine.reason else []
+        reasons += [f"the cell it is measured against ({', '.join(map(str, cell))}): {row.reason}" for cell, row in failing]
+        table.at[key, "converged"] = False
+        table.at[key, "rising"] = sorted(set(mine.rising).union(*(row.rising for _, row in failing)))
+        table.at[key, "evaluations"] = min([int(mine.evaluations)] + [int(row.evaluations) for _, row in failing])
+        table.at[key, "reason"] = "; ".join(reasons)
+    return table
 
 
 # --- the paper's side ---------------------------------------------------------------------------

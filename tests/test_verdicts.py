@@ -228,3 +228,30 @@ def test_a_paper_without_spread_is_judged_by_signs():
 
 def test_drift_between_machines_widens_an_effect_by_root_two_runs():
     assert V.effect_drift(0.5) == pytest.approx(0.5 * np.sqrt(2))
+
+
+def _relative_drop_effects(frame, value="final"):
+    """A claim measured against another cell: b's relative drop from c = 1 minus a's, at c < 1."""
+    wide = frame.pivot_table(index=["c", "seed"], columns="method", values=value)
+    at_one = wide.xs(1.0, level="c")
+    cells = wide.index.to_frame(index=False)
+    reference = at_one.reindex(cells.seed.to_numpy())
+    drop = {m: 1 - wide[m].to_numpy() / reference[m].to_numpy() for m in ("a", "b")}
+    effect = pd.Series(drop["b"] - drop["a"], index=wide.index).where((cells.c < 1).to_numpy())
+    return pd.DataFrame({"a loses less": effect}).reset_index()
+
+
+def test_a_cell_measured_against_a_rising_cell_fails_the_gate_with_that_cell_named():
+    from fedkd_core.verdicts import claim_gates
+
+    rows = []
+    for c, gain_b in ((1.0, 3.0), (0.5, 0.1)):  # b still rising where c = 1, flat at c = 0.5
+        for seed in range(3):
+            rows += [{"c": c, "method": "a", "seed": seed, "final": 0.6 - 0.1 * (c < 1), "evaluations": 20, "late_gain": 0.1},
+                     {"c": c, "method": "b", "seed": seed, "final": 0.6 - 0.2 * (c < 1), "evaluations": 20, "late_gain": gain_b}]
+    observations = pd.DataFrame(rows)
+    table = claim_gates(_relative_drop_effects, observations, ["c"])["a loses less"]
+    assert not table.loc[1.0, "converged"] and not table.loc[0.5, "converged"]  # 0.5's effect divides by c = 1's runs
+    assert "the cell it is measured against (1.0)" in table.loc[0.5, "reason"] and table.loc[0.5, "rising"] == ["b"]
+    flat = observations.assign(late_gain=0.1)
+    assert claim_gates(_relative_drop_effects, flat, ["c"])["a loses less"].converged.all()
