@@ -54,7 +54,7 @@ gamma = 0.99
 reuse_reduced = True
 
 # %% tags=["remove-input"]
-from dataclasses import fields, replace
+from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -79,14 +79,18 @@ card.show_citation("fedckd")
 # %% [markdown]
 # ## Verdict
 #
-# Each claim of the paper, judged on the committed records whatever profile this page was
-# executed with (the paper-scale Fashion-MNIST n = 100 column once its cells are complete, the
-# reduced profile until then; the scale column says which): the same rows as on the
-# [Claims page](claims.ipynb). The tables further down show the records of this page's profile.
+# Each claim of the paper, judged on committed records whatever profile this page was executed
+# with: the same rows as on the [Claims page](claims.ipynb). The verdicts move to the paper-scale
+# Fashion-MNIST n = 100 column (`fedckd.PAPER_FMNIST100`) once some claim has a cell there with every
+# method it compares; the line below counts what is committed and names the profile they rest on now.
+# The tables further down show the committed reduced-profile records and this page's own runs, each
+# row labelled with its profile.
 
 # %% tags=["remove-input"]
 from fedkd_core.chapters import ledger  # noqa: E402
 
+basis = chapter.verdict_basis()
+display(Markdown(chapter.verdict_basis_text()))
 verdict_rows = ledger.verdict_box(chapter)
 
 # %% [markdown]
@@ -101,7 +105,7 @@ verdict_rows = ledger.verdict_box(chapter)
 # | **Models** | pFedSD's CNNs: `pfedsd_cnn_mnist` (FMNIST), `cnn5` (CIFAR-10, the 5-layer CNN), `pfedsd_cnn_cifar100`; ResNet-8 and MobileNetV2 for Table V |
 # | **Scenarios** | n = 20 clients, r = 1.0, T = 50 rounds; n = 100, r = 0.1, T = 100 |
 # | **Metric** | mean over clients of each client's accuracy on its local test set, at the final round (mean ± std over seeds) |
-# | **Profiles** | smoke (the defaults below, seconds, for CI); quick (`make book`: Fashion-MNIST, n = 20, a few rounds on a small pool, one seed, six methods); **reduced** (Tables I–II's Fashion-MNIST column at the paper's setting, n = 20, on 4,000 images for 15 rounds, all eight methods, 3 seeds, and Table IV's pair: its records are committed and shown in every profile); paper (every setting above, 3 seeds: GPU work) |
+# | **Profiles** | smoke (the defaults below, seconds, for CI); quick (`make book`: Fashion-MNIST, a few rounds on a small pool, one seed, fewer methods); **reduced** (Tables I–II's Fashion-MNIST column at the paper's setting on fewer images and rounds, all eight methods, and Table IV's pair: its records are committed and shown in every profile); paper (every setting above: GPU work). The hyperparameter table under "The method" gives each profile's values |
 #
 # **Local test sets.** pFedSD's code (which FedCKD follows) pools train and test images, splits
 # the pool among clients and gives each client an 80/20 train/test split of its share. Here
@@ -110,11 +114,11 @@ verdict_rows = ledger.verdict_box(chapter)
 # `DataConfig.local_test_size`): the same distribution per client, but test images never seen
 # by any client in training, and the same local test sets for every method.
 #
-# **Compute.** The paper profile (every setting, 3 seeds, 50–100 rounds of 5 local epochs over
-# the whole training sets) is GPU work, CIFAR-10 in particular. On a 2-core CPU the **reduced**
-# profile (`python -m fedkd_core.sweep fedckd --params notebooks/params/reduced/fedckd.yaml
-# --workers 2`, about 3.5 hours on 2 AMD EPYC cores) runs the Fashion-MNIST column at the paper's
-# setting on a fifteenth of the data. Every row below is labelled with the profile (and rounds) of the records it comes from.
+# **Compute.** The paper profile (every setting, all seeds and rounds, over the whole training
+# sets) is GPU work, CIFAR-10 in particular. On a CPU the **reduced** profile runs the Fashion-MNIST
+# column at the paper's setting on fewer images and rounds; the box below gives its sweep command
+# and the compute time its committed records took, measured, with the machine. Every row below is
+# labelled with the profile (and rounds) of the records it comes from.
 
 # %% [markdown]
 # ## Reproduce this chapter
@@ -147,51 +151,33 @@ tables.show(report.parameters_table(params))
 # hard labels. pFedSD is the same loop with the historical teacher only and a constant λ.
 #
 # What the paper leaves open is chosen below and kept as a config field of
-# `fedkd_core.algorithms.fedckd.FedCKDConfig` (this table is read from the code):
+# `fedkd_core.algorithms.fedckd.FedCKDConfig`; the training settings and the baselines' follow. The
+# table is read from the code and the profiles: beside the paper's value, one column per profile
+# whose numbers this page shows — the reduced profile, whose committed records fill the tables and
+# (until the paper-scale column has a claim's cell) the verdicts, and the profile this page was
+# executed with, which makes the forgetting demonstration and any cell those records do not cover.
+# A profile in several roles is one column.
 
-# %% tags=["hide-input", "nbval-check-output"]
-choices = {
-    "lam": ("λ = 0.50", "§IV-A"),
-    "temperature": ("τ = 3", "§IV-A"),
-    "gamma": ("γ = 0.99 per round", "§IV-A; exponent t − 1 is our choice"),
-    "kl_direction": ("KL(p_k^τ, p_t^τ), direction unstated", "pFedSD `_divergence`: KL(teacher ‖ student)"),
-    "scale_t2": ("unstated", "pFedSD `_divergence` multiplies by τ²"),
-    "first_round": ("no historical model yet: unstated", "our choice; pFedSD uses CE only"),
-    "untrained_client": ("unstated", "never-selected clients are evaluated with the global model"),
-    "aggregation": ("|D_k| / |D|", "Algorithm 1, normalised over the selected clients"),
-}
-used = algorithm_config("fedckd", {})
-hyper = pd.DataFrame([{"parameter": f.name, "paper": choices[f.name][0], "used": getattr(used, f.name),
-                       "source": choices[f.name][1]} for f in fields(used)])
-training = pd.DataFrame([
-    {"parameter": "local epochs E", "paper": 5, "used": params.local_epochs, "source": "§IV-A"},
-    {"parameter": "batch size", "paper": 64, "used": params.batch_size, "source": "§IV-A"},
-    {"parameter": "SGD lr / momentum / weight decay", "paper": "0.01 / 0.9 / 1e-5",
-     "used": f"{params.lr} / {params.momentum} / {params.weight_decay}", "source": "§IV-A"},
-    {"parameter": "FedProx μ", "paper": "unstated", "used": params.fedprox_mu, "source": "common value"},
-    {"parameter": "pFedSD λ, τ", "paper": "as FedCKD (\"in line with [7]\")",
-     "used": f"{algorithm_config('pfedsd', {}).lam}, {algorithm_config('pfedsd', {}).temperature}",
-     "source": "official parser defaults are 1, 1"},
-    {"parameter": "pFedMe K, λ, η_p, β", "paper": "as pFedSD's paper",
-     "used": "{inner_steps}, {lam}, {personal_lr}, {beta}".format(**algorithm_config("pfedme", {}).__dict__),
-     "source": "official README's CNN command (its η_p = 0.09 for an MLP diverged here)"},
-    {"parameter": "FedFomo M, validation share", "paper": "as pFedSD's paper",
-     "used": "{num_models}, {val_fraction}".format(**algorithm_config("fedfomo", {}).__dict__), "source": "PFLlib"},
-    {"parameter": "FedPer / LG-FedAvg shared part", "paper": "body / head",
-     "used": "model.features / model.head", "source": "PFLlib"},
-])
-tables.show(pd.concat([hyper, training], ignore_index=True), settings=["paper", "used"])
+# %% tags=["hide-input"]
+hyperparameters = chapter.hyperparameter_table(params, basis.params)
+tables.show(hyperparameters, settings=["paper", *chapter.settings_columns(params, basis.params)])
 
 # %% [markdown]
 # ## Why two teachers: forgetting
 #
 # Fig. 1b of the paper shows the problem FedCKD addresses: when a client replaces its local
 # model by the freshly averaged global model, its accuracy on its own data drops — the
-# global model has "forgotten" what the client had learnt. We measure it directly on a short
-# FedCKD run in the first setting of the grid: for every selected client and round, the
-# accuracy on its local test set of its own model just after local training (*before* it
-# receives the global model) and of the global model it receives next (*after*). Bars are means
-# over clients, whiskers span the middle half of the clients.
+# global model has "forgotten" what the client had learnt. In FedCKD's design the historical
+# teacher keeps that local knowledge in the loss and the global teacher what the other clients
+# contributed. The committed records store each client's accuracy under its own model and the
+# global model's accuracy on the global test set, not the global model's accuracy on each client's
+# local test set, so the comparison cannot be read from them: this page measures it on a short
+# FedCKD run of its own profile (`forgetting_rounds` rounds, seed 0) in the first setting of the
+# grid. For every selected client and round: the accuracy on its local test set of its own model
+# just after local training (*before* it receives the global model) and of the global model it
+# receives next (*after*). Bars are means over clients, whiskers span the middle half of the
+# clients; the table counts, per round, the client-rounds where the global model scores lower
+# and higher.
 
 # %% tags=["hide-input"]
 first = chapter.main_grid(params)[0]
@@ -206,12 +192,9 @@ if params.forgetting_rounds:
     ax.set(ylabel="local test accuracy (%)",
            title=f"{first.data.dataset}, {chapter.SETTING_OF_PARTITION[first.data.partition]}, n = {first.data.num_clients}")
     fig.tight_layout()
-    drop = (forgetting.before - forgetting.after) * 100
-    display(Markdown(
-        f"Over {len(forgetting)} client-rounds the received global model is on average **{drop.mean():.1f} points** "
-        f"{'below' if drop.mean() > 0 else 'above'} the client's own model on the client's test set "
-        f"(lower for {int((drop > 0).sum())} of {len(drop)}). The historical teacher keeps that local "
-        "knowledge in the loss; the global teacher keeps what the other clients contributed."))
+    plt.show()
+    tables.show(chapter.forgetting_by_round(forgetting), digits=1)
+    display(Markdown(chapter.forgetting_text(forgetting, params.profile)))
 
 # %% [markdown]
 # ## Runs
@@ -219,9 +202,8 @@ if params.forgetting_rounds:
 # The main grid (Tables I–III, Figs. 4–5), the annealing ablation (Table IV) and the
 # sensitivity study (Table V) are lists of `ExperimentConfig`s; `run_grid` returns the
 # stored record when the same configuration has run before. The committed records of the
-# **reduced** profile (Tables I–II's Fashion-MNIST column at the paper's setting on a fifteenth of
-# the images for 15 rounds, 3 seeds, and Table IV's pair) are shown whatever profile runs this
-# notebook, each row labelled with its profile. A cell they cover is not run again as long as this
+# **reduced** profile (Tables I–II's Fashion-MNIST column at the paper's setting on fewer images and
+# rounds, and Table IV's pair) are shown whatever profile runs this notebook, each row labelled with its profile. A cell they cover is not run again as long as this
 # run uses the reduced profile's method (optimiser, KL direction, τ², first-round rule, γ; only the
 # scale may differ) and `reuse_reduced` is on. Change a method setting (`-p kl_direction
 # student_teacher`) and every cell runs anew.
@@ -243,12 +225,12 @@ print(f"{len(every)} runs; profiles: {sorted(set(r.profile for r in every))} ({l
 #
 # Final-round accuracy, mean ± std over seeds (%), beside the paper's, one row per profile that
 # ran the cell, with its rounds. `ours − paper` is only a reproduction test for runs at the
-# paper's scale (profile `paper`). The **reduced** profile keeps the paper's setting (n = 20,
-# r = 1, E = 5, batch 64, SGD lr 0.01 momentum 0.9, Dir(0.1) or 2 classes per client, 3 seeds)
-# and changes only the scale: 4,000 training images (200 per client; the paper splits all 60,000,
-# 3,000 per client) and 15 rounds instead of 50, so every method sees a fifteenth of the data for
-# less time, and all of them are expected to land below the paper's numbers; what it tests is
-# the *order* of the methods. The quick and smoke profiles are smaller still.
+# paper's scale (profile `paper`). The **reduced** profile keeps the paper's setting (clients,
+# participation, local epochs, batch size, optimiser, both partitions) and changes only the scale:
+# fewer training images and fewer rounds (the hyperparameter table gives both profiles' values), so
+# every method sees less data for less time, and all of them are expected to land below the
+# paper's numbers; what it tests is the *order* of the methods. The quick and smoke profiles are
+# smaller still.
 
 # %% tags=["hide-input"]
 main = ours["main"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import fields, replace
 
 import pandas as pd
 import pytest
@@ -326,3 +327,68 @@ def test_the_literal_kl_direction_is_steeper_than_hintons_which_stays_within_lam
 def test_the_kl_sharpness_table_names_its_rows_loss_not_index():
     text = tables.html(chapter.kl_sharpness(lam=0.5, temperature=3.0), digits=3)
     assert "<th>loss</th>" in text and "<th>index</th>" not in text
+
+
+def test_a_profiles_scale_is_read_from_its_params():
+    reduced = chapter.Params(profile="reduced", scenarios="20:1.0:15", pool_size=4000, local_epochs=5, seeds=3)
+    assert chapter.scale_text(reduced) == ("reduced: fashion_mnist, n = 20, r = 1, T = 15, 4,000 training images "
+                                           "(200 per client at n = 20), E = 5")
+    paper = chapter.Params(profile="paper", scenarios="20:1.0:50,100:0.1:100", pool_size=0, seeds=1)
+    assert chapter.scale_text(paper) == ("paper: fashion_mnist, n = 20, r = 1, T = 50; n = 100, r = 0.1, T = 100, "
+                                         "the whole training split, E = 1")
+    assert chapter.images_text(replace(reduced, scenarios="20:1.0:15,40:1.0:15")) == (
+        "4,000 training images (200 per client at n = 20, 100 per client at n = 40)")
+
+
+def test_the_hyperparameter_table_gives_the_records_profile_beside_this_pages():
+    quick = chapter.Params(profile="quick", local_epochs=2)
+    table = chapter.hyperparameter_table(quick, chapter.REDUCED_PROFILE).set_index("parameter")
+    records, page = "reduced profile (records in the tables; verdicts)", "quick profile (this page's own runs)"
+    assert list(table.columns) == ["paper", records, page, "source"]
+    assert table.loc["local epochs E", [records, page]].tolist() == [chapter.REDUCED_PROFILE.local_epochs, 2]
+    assert table.loc["gamma", [records, page]].tolist() == [chapter.REDUCED_PROFILE.gamma, quick.gamma]
+    assert {f.name for f in fields(algorithm_config("fedckd", {}))} <= set(table.index)
+    paper_verdicts = chapter.hyperparameter_table(chapter.REDUCED_PROFILE, chapter.PAPER_FMNIST100)
+    assert [c for c in paper_verdicts.columns if "profile" in c] == [
+        "reduced profile (records in the tables; this page's own runs)", "paper profile (verdicts)"]
+
+
+def test_forgetting_is_told_with_the_client_rounds_on_both_sides_and_as_a_demonstration():
+    trace = pd.DataFrame({"round": [1, 1, 1, 2, 2, 2], "client": [0, 1, 2, 0, 1, 2],
+                          "before": [0.9, 0.8, 0.5, 0.9, 0.6, 0.7], "after": [0.1, 0.9, 0.5, 0.95, 0.7, 0.6]})
+    # gaps (after - before) in points: -80, +10, 0, +5, +10, -10: mean -65/6, median +2.5
+    text = chapter.forgetting_text(trace, "quick")
+    assert f"{-65 / 6:+.1f} points on average, median +2.5" in text
+    assert "lower in 2, higher in 3 and the same in 1 of them" in text and "untrained" not in text
+    assert "**quick** profile (2 rounds, one seed" in text and "not evidence" in text
+    untrained = chapter.forgetting_text(trace.assign(after=0.15), "quick")
+    assert "at 15.0% on average" in untrained and "chance 10%" in untrained and "not forgetting" in untrained
+    by_round = chapter.forgetting_by_round(trace)
+    assert by_round["global lower"].tolist() == [1, 1] and by_round["global higher"].tolist() == [1, 2]
+    assert by_round["own model (%)"].tolist() == pytest.approx([220 / 3, 220 / 3])
+
+
+def test_the_verdicts_rest_on_the_paper_scale_column_only_once_a_claim_has_a_cell_there(tmp_path, monkeypatch):
+    from fedkd_core.chapters.fedckd import claims
+
+    empty = chapter.verdict_basis(tmp_path)
+    assert empty.params == chapter.REDUCED_PROFILE and empty.records == [] and empty.enforce_gate
+    text = chapter.verdict_basis_text(tmp_path)
+    assert f"**0 of the {len(chapter.experiments(chapter.PAPER_FMNIST100))} runs**" in text
+    assert "no claim has a cell there yet" in text and "rest on the **reduced** profile's 0 committed records" in text
+    monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: ["a record"])
+    monkeypatch.setattr(claims, "has_claim_cell", lambda records: True)
+    paper = chapter.verdict_basis(tmp_path)
+    assert paper.params == chapter.PAPER_FMNIST100 and paper.records == ["a record"] and not paper.enforce_gate
+    assert "rest on the **paper** profile's 1 committed records" in chapter.verdict_basis_text(tmp_path)
+
+
+def test_a_claim_has_a_cell_only_where_every_method_it_compares_ran(monkeypatch):
+    from fedkd_core.chapters.fedckd import claims
+
+    rows = [{"dataset": "fashion_mnist", "setting": "practical", "clients": 100, "seed": 0, "algorithm": a, "final": v}
+            for a, v in (("fedavg", 0.5), ("fedprox", 0.5))]
+    monkeypatch.setattr(claims, "observations", lambda records: pd.DataFrame(rows))
+    assert not claims.has_claim_cell(["records"])
+    rows.append({**rows[0], "algorithm": "fedper", "final": 0.7})
+    assert claims.has_claim_cell(["records"])

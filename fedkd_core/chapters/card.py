@@ -1,15 +1,19 @@
 """What opens and closes every paper chapter besides its verdict: the paper's full reference with
-its DOI or arXiv link and its claim as the paper states it (:data:`PAPERS`), and the "Reproduce
+its DOI or arXiv link and its claim as the paper states it (:data:`PAPERS`), the "Reproduce
 this chapter" box (:func:`reproduce_box`): the set-up commands, the papermill command, the sweep
 command of each profile, and each profile's measured compute time on named hardware, read from
-the committed records' ``timings.total_seconds`` and ``environment.device_name`` (nothing typed).
+the committed records' ``timings.total_seconds`` and ``environment.device_name`` (nothing typed),
+and the hyperparameter table with one column per profile (:func:`settings_table`), so that the
+profile behind the records shown is never mistaken for the one that executed the page.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -75,6 +79,40 @@ def show_citation(chapter: str) -> None:
     from IPython.display import Markdown, display
 
     display(Markdown(citation(chapter)))
+
+
+# --- the hyperparameter table, one column per profile -----------------------------------------------
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of a chapter's hyperparameter table: what the paper states, how a profile's value is
+    read from its ``Params`` (``read(params)``), and where the value comes from."""
+
+    parameter: str
+    paper: Any
+    read: Callable[[Any], Any]
+    source: str
+
+
+def profile_columns(roles: list[tuple[Any, str]]) -> dict[str, Any]:
+    """The columns of a :func:`settings_table`, header → ``Params``, from (``Params``, role) pairs
+    such as (the reduced profile, "the records in the tables") and (the page's params, "this page's
+    run"): one column per distinct ``Params``, headed "<profile> profile (<role>)"; the same
+    ``Params`` given twice is one column that names both roles."""
+    merged: dict[Any, list[str]] = {}
+    for params, role in roles:
+        merged.setdefault(params, []).append(role)
+    return {f"{params.profile} profile ({'; '.join(named)})": params for params, named in merged.items()}
+
+
+def settings_table(settings: list[Setting], columns: dict[str, Any]) -> pd.DataFrame:
+    """One row per :class:`Setting`: its parameter, the paper's value, each column's value (a
+    column per entry of ``columns``, header → ``Params``, as :func:`profile_columns` gives them)
+    and the source. Show it with ``tables.show(table, settings=["paper", *columns])``."""
+    rows = [{"parameter": setting.parameter, "paper": setting.paper,
+             **{header: setting.read(params) for header, params in columns.items()}, "source": setting.source}
+            for setting in settings]
+    return pd.DataFrame(rows, columns=["parameter", "paper", *columns, "source"])
 
 
 # --- measured time per profile ---------------------------------------------------------------------

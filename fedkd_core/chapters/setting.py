@@ -114,3 +114,97 @@ def local_vs_fedavg(finals: pd.DataFrame) -> pd.DataFrame:
         pivot["better"] = np.where(pivot["local"] > pivot["fedavg"], "Local", "FedAvg")
         pivot["FedAvg global acc"] = glob.set_index(["data.dataset", "data.alpha"])["mean"]
     return pivot.rename_axis(index=["dataset", "alpha"])
+
+
+# --- FedBE's step split, as the FedUA chapter runs it -------------------------------------------------
+
+def step_split() -> dict:
+    """The step split this page draws: FedUA's reduced profile's major share (FedBE's split as the
+    FedUA chapter runs it) and the number of major classes its runs use (``DataConfig``'s)."""
+    from . import chapter_module
+
+    return {"major_classes": DataConfig.major_classes,
+            "major_fraction": chapter_module("fedua").REDUCED_PROFILE.major_fraction}
+
+
+def step_split_text(split: dict) -> str:
+    """The step split of ``split`` (:func:`step_split`'s keys) in words."""
+    return (f"FedBE's step split gives every client {split['major_classes']} major classes holding "
+            f"{split['major_fraction'] * 100:g}% of its data and spreads the rest evenly over the other classes, "
+            "with the major share the FedUA chapter's reduced profile uses (`major_fraction`).")
+
+
+# --- what the Local vs FedAvg table supports ------------------------------------------------------------
+
+def below_twice_chance(pivot: pd.DataFrame, classes: int = 10) -> pd.Series:
+    """Per row of :func:`local_vs_fedavg`: whether FedAvg's global model is below twice chance
+    level (100 / ``classes`` %), too early in its training for the cell to say much about FedAvg."""
+    if "FedAvg global acc" not in pivot:
+        return pd.Series(False, index=pivot.index)
+    return pivot["FedAvg global acc"] < 2 * 100 / classes
+
+
+def order_in_alpha(winners: list[str]) -> str:
+    """How the higher method (by increasing α) changes: "same" (one method throughout), "crossover"
+    (Local, then FedAvg: the pattern expected as the clients' data become alike) or "mixed"."""
+    if len(set(winners)) == 1:
+        return "same"
+    return "crossover" if winners == sorted(winners, key=lambda w: w == "FedAvg") else "mixed"
+
+
+def alphas_text(alphas) -> str:
+    return ", ".join(f"{a:g}" for a in alphas)
+
+
+ORDER_TEXT = {
+    "same": "{first} is higher at every α compared ({alphas})",
+    "crossover": "Local is higher at α = {local}, FedAvg at α = {fedavg}: the order turns from Local to FedAvg as α grows",
+    "mixed": "Local is higher at α = {local}, FedAvg at α = {fedavg}: the order does not follow α",
+}
+
+
+def dataset_conclusion(dataset: str, cells: pd.DataFrame, flagged: pd.Series) -> str:
+    """One dataset's line of :func:`conclusion_lines` from its rows of :func:`local_vs_fedavg`
+    (indexed by α) and :func:`below_twice_chance` (the same index)."""
+    kept = cells[~flagged].sort_index()
+    left_out = (f" (left out: α = {alphas_text(cells[flagged].index)}, where FedAvg's global model is below twice "
+                "chance)" if flagged.any() else "")
+    if not len(kept):
+        higher = "; ".join(f"{w} at α = {alphas_text(cells.index[cells.better == w])}" for w in cells.better.unique())
+        return (f"**{dataset}**: the higher mean is {higher}, but FedAvg's global model is below twice chance "
+                f"level at every α run, so on {dataset} this profile does not compare the two methods.")
+    winners = kept["better"].tolist()
+    gaps = "; ".join(f"α = {a:g}: {g:+.1f}" for a, g in (kept["fedavg"] - kept["local"]).items())
+    order = ORDER_TEXT[order_in_alpha(winners)].format(
+        first=winners[0], alphas=alphas_text(kept.index),
+        local=alphas_text(kept.index[kept.better == "Local"]), fedavg=alphas_text(kept.index[kept.better == "FedAvg"]))
+    return f"**{dataset}**: {order}{left_out}. FedAvg − Local ALMA (points): {gaps}."
+
+
+def conclusion_lines(pivot: pd.DataFrame, classes: int = 10) -> list[str]:
+    """Per dataset of :func:`local_vs_fedavg`, what its table supports: which method has the higher
+    mean final ALMA at each α where FedAvg's global model has reached twice chance level
+    (:func:`below_twice_chance`), whether that order turns from Local to FedAvg as α grows, and the
+    gaps; nothing where Local or FedAvg did not run."""
+    if "better" not in pivot:
+        return []
+    flagged = below_twice_chance(pivot, classes)
+    return [dataset_conclusion(dataset, pivot.xs(dataset, level="dataset"), flagged.xs(dataset, level="dataset"))
+            for dataset in pivot.index.unique("dataset")]
+
+
+def images_text(params: Params) -> str:
+    """"200 training images per client", or the whole training split where ``samples_per_client`` is 0."""
+    return (f"{params.samples_per_client} training images per client" if params.samples_per_client
+            else "the whole training split shared among the clients")
+
+
+def conclusion_text(pivot: pd.DataFrame, params: Params, seeds: list[int]) -> str:
+    """The page's conclusion: the profile and its scale (rounds, images per client, ``seeds`` per
+    cell), then :func:`conclusion_lines`; or that Local and FedAvg did not both run."""
+    lines = conclusion_lines(pivot)
+    if not lines:
+        return "Local and FedAvg did not both run in this profile: there is nothing to compare."
+    return (f"In this page's **{params.profile}** profile ({params.rounds} rounds, {images_text(params)}, "
+            f"{'/'.join(map(str, seeds))} seed(s) per cell; an order of the means, without an interval, not a "
+            "test):\n\n" + "\n".join(f"- {line}" for line in lines))

@@ -14,16 +14,19 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 - ``paper``: the paper's tables, as data;
 - ``tables``: our records as the paper's tables;
 - ``analysis``: measurements beyond the tables (Fig. 1b's forgetting, the losses' sharpness);
+- ``hyperparameters``: the hyperparameter table, one column per profile whose numbers are shown;
 - ``claims``: the paper's claims, counted alike on its tables and on our records;
 - ``robustness``: the readings of what the paper leaves open that the robustness grid varies.
 """
 
-from .analysis import forgetting_trace, kl_sharpness, logit_sharpness
+from .analysis import forgetting_by_round, forgetting_text, forgetting_trace, kl_sharpness, logit_sharpness
 from .claims import (ANNEALING_CLAIM, CONSTANT, EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, PERSONALISED,
-                     claim_effects, effects_of, ledger_rows, observations, paper_observations)
+                     VerdictBasis, claim_effects, effects_of, has_claim_cell, ledger_rows, observations,
+                     paper_observations, verdict_basis, verdict_basis_text)
 from .grid import (CLASSES_PER_CLIENT, METHODS, METHOD_NAMES, MODEL_FOR, SETTINGS, SETTING_OF_PARTITION, Params,
-                   Scenario, algorithm_params, annealing_grid, data_config, experiments, grids, main_grid,
-                   parse_scenarios, run_config, sensitivity_grid)
+                   Scenario, algorithm_params, annealing_grid, data_config, experiments, grids, images_text,
+                   main_grid, parse_scenarios, run_config, scale_text, scenarios_text, sensitivity_grid)
+from .hyperparameters import hyperparameter_table, settings_columns
 from .paper import (ACCURACY_TABLES, paper_accuracy_table, paper_accuracy_tables, paper_table3, paper_table4,
                     paper_table5)
 from .profiles import PAPER_FMNIST100, REDUCED_PROFILE, ROBUSTNESS_BASE
@@ -37,12 +40,14 @@ from .tables import (NOT_REPRODUCED, annealing_gains, annealing_table, compare_a
 __all__ = [
     "ACCURACY_TABLES", "ANNEALING_CLAIM", "CLASSES_PER_CLIENT", "CONSTANT", "EFFECT_CELL_KEYS", "METHODS",
     "METHOD_COLUMN", "METHOD_NAMES", "MODEL_FOR", "NOT_REPRODUCED", "PAPER_FMNIST100", "PAPER_RUNS", "PERSONALISED",
-    "Params", "READ_SEEDS", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE", "SCALE_FIELDS", "SETTINGS",
+    "Params", "READ_SEEDS", "VerdictBasis", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE", "SCALE_FIELDS", "SETTINGS",
     "SETTING_OF_PARTITION", "Scenario", "algorithm_params", "annealing_gains", "annealing_grid", "annealing_table",
     "cell_of", "claim_effects", "compare_accuracy", "data_config", "effects_of", "experiments", "experiments_to_run",
-    "fairness_table", "fig5_differences", "forgetting_trace", "grids", "kl_sharpness", "ledger_rows", "logit_sharpness",
+    "fairness_table", "fig5_differences", "forgetting_by_round", "forgetting_text", "forgetting_trace", "grids",
+    "has_claim_cell", "hyperparameter_table", "images_text", "kl_sharpness", "ledger_rows", "logit_sharpness",
     "main_grid", "method_differences", "observations", "offline_copy", "paper_accuracy_table", "paper_accuracy_tables",
     "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",
     "parse_scenarios", "per_client_counts", "per_client_difference", "records_and_runs", "reduced_profile_records",
-    "reduced_records_by_grid", "run_config", "sensitivity_grid", "sensitivity_table", "summary",
+    "reduced_records_by_grid", "run_config", "scale_text", "scenarios_text", "sensitivity_grid", "sensitivity_table",
+    "settings_columns", "summary", "verdict_basis", "verdict_basis_text",
 ]

@@ -47,6 +47,39 @@ def forgetting_trace(config: ExperimentConfig, rounds: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def forgetting_by_round(forgetting: pd.DataFrame) -> pd.DataFrame:
+    """Per round of a :func:`forgetting_trace` (its index, named "round"): the client-rounds, the
+    mean accuracy (%) of the clients' own models ("before") and of the global model they receive
+    ("after"), and in how many client-rounds the global model scores lower, higher and the same."""
+    drop = forgetting.before - forgetting.after
+    counted = forgetting.assign(lower=drop > 0, higher=drop < 0, same=drop == 0)
+    table = counted.groupby("round").agg(client_rounds=("client", "size"), before=("before", "mean"),
+                                         after=("after", "mean"), lower=("lower", "sum"), higher=("higher", "sum"),
+                                         same=("same", "sum"))
+    return table.assign(before=table.before * 100, after=table.after * 100).rename(
+        columns={"client_rounds": "client-rounds", "before": "own model (%)", "after": "global model (%)",
+                 "lower": "global lower", "higher": "global higher", "same": "same"})
+
+
+def forgetting_text(forgetting: pd.DataFrame, profile: str, classes: int = 10) -> str:
+    """What a :func:`forgetting_trace` shows, in numbers: the mean and median of (global model −
+    the client's own model) on the client's test set, the client-rounds on each side, a warning
+    where the global model is still below twice chance level (100 / ``classes`` %, an untrained model
+    rather than forgetting), then what the run is: a demonstration of the measurement (one seed,
+    the page's profile, run outside the records), not evidence on the paper's Fig. 1b."""
+    gap = (forgetting.after - forgetting.before) * 100
+    rounds, received = forgetting["round"].nunique(), forgetting.after.mean() * 100
+    untrained = (f" The global model is at {received:.1f}% on average on the clients' test sets (chance "
+                 f"{100 / classes:g}%): it has barely started learning, so the gap is that of an untrained "
+                 "global model, not forgetting." if received < 2 * 100 / classes else "")
+    return (f"Over the {len(gap)} client-rounds of this run, the global model a client receives minus the client's "
+            f"own model, on the client's test set: {gap.mean():+.1f} points on average, median {gap.median():+.1f}; "
+            f"the global model is lower in {int((gap < 0).sum())}, higher in {int((gap > 0).sum())} and the same in "
+            f"{int((gap == 0).sum())} of them.{untrained} This is a short demonstration run of this page's "
+            f"**{profile}** profile ({rounds} round{'s' if rounds != 1 else ''}, one seed, not a committed record): "
+            "it shows the measurement, not evidence for or against the paper's Fig. 1b.")
+
+
 # --- why the literal KL can diverge ----------------------------------------------------------------
 
 def logit_sharpness(loss_of, classes: int = 10) -> dict:

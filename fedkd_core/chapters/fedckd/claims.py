@@ -4,11 +4,13 @@ book's Claims page (``fedkd_core.chapters.ledger``)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 import pandas as pd
 
-from .grid import METHODS
+from .grid import METHODS, experiments, scale_text
 from .paper import paper_accuracy_tables, paper_table4
+from .profiles import PAPER_FMNIST100, REDUCED_PROFILE
 from .records import paper_scale_records, reduced_profile_records
 from .tables import summary
 
@@ -76,20 +78,53 @@ def claim_effects(records) -> pd.DataFrame:
     return effects_of(observations(records), "final")
 
 
+@dataclass(frozen=True)
+class VerdictBasis:
+    """The records FedCKD's verdicts rest on: which reference profile (``params``), its committed
+    ``records``, the scale as the verdict box states it, and whether the convergence gate applies."""
+
+    params: object
+    records: list
+    scale: str
+    enforce_gate: bool
+
+
+def has_claim_cell(records) -> bool:
+    """Whether some claim has a cell in ``records``: a cell and seed holding every method the claim compares."""
+    effects = effects_of(observations(records)).drop(columns=list(EFFECT_CELL_KEYS) + ["seed"])
+    return bool(effects.notna().any().any())
+
+
+def verdict_basis(root=None) -> VerdictBasis:
+    """The paper-scale Fashion-MNIST n = 100 column (:data:`PAPER_FMNIST100`) where some claim has
+    a cell there (:func:`has_claim_cell`), judged without the convergence gate; else the committed
+    reduced-profile records (cells that are still rising do not count)."""
+    paper = paper_scale_records(root)
+    if paper and has_claim_cell(paper):
+        return VerdictBasis(PAPER_FMNIST100, paper, scale_text(PAPER_FMNIST100), enforce_gate=False)
+    return VerdictBasis(REDUCED_PROFILE, reduced_profile_records(root), scale_text(REDUCED_PROFILE), enforce_gate=True)
+
+
+def verdict_basis_text(root=None) -> str:
+    """What the verdicts rest on now, counted from the committed records: how many of the
+    paper-scale column's runs are committed, whether any claim has a cell there, and the profile
+    (with its scale and runs) that the verdicts are judged on."""
+    basis, committed = verdict_basis(root), len(paper_scale_records(root))
+    complete = {True: "some claim has a cell there with every method it compares",
+                False: "no claim has a cell there yet with every method it compares"}[basis.params == PAPER_FMNIST100]
+    return (f"**{committed} of the {len(experiments(PAPER_FMNIST100))} runs** of the paper-scale column "
+            f"(Tables I–II's Fashion-MNIST n = 100 cells and Table IV's pair; {scale_text(PAPER_FMNIST100)}) "
+            f"are committed, and {complete}. The verdicts below rest on the **{basis.params.profile}** profile's "
+            f"{len(basis.records)} committed records ({basis.scale}).")
+
+
 def ledger_rows(root=None) -> pd.DataFrame:
-    """FedCKD's claims for the book's Claims page: judged on the paper-scale Fashion-MNIST n = 100
-    records where some claim has a cell there (every method of a cell committed), else on the
-    committed reduced-profile records (n = 20, 200 images per client, 15 rounds: cells that are
-    still rising do not count). Table IV's annealing pair runs on Fashion-MNIST; the paper's is
-    on CIFAR-100, so its side of that claim is CIFAR-100's."""
+    """FedCKD's claims for the book's Claims page, judged on :func:`verdict_basis`'s records.
+    Table IV's annealing pair runs on Fashion-MNIST; the paper's is on CIFAR-100, so its side of
+    that claim is CIFAR-100's."""
     from ..ledger import evidence, judged_rows
 
     module = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
-    paper = paper_scale_records(root)
-    if paper and effects_of(observations(paper)).drop(columns=list(EFFECT_CELL_KEYS) + ["seed"]).notna().any().any():
-        return judged_rows("FedCKD", module, paper, "fedckd.html#verdict", "paper: Fashion-MNIST n = 100, r = 0.1, T = 100",
-                           evidence(paper), enforce_gate=False, sections={ANNEALING_CLAIM: "fedckd.html#table-iv-annealing"})
-    records = reduced_profile_records(root)
-    return judged_rows("FedCKD", module, records, "fedckd.html#verdict",
-                       "reduced: n = 20, 200 images per client, 15 rounds", evidence(records),
-                       sections={ANNEALING_CLAIM: "fedckd.html#table-iv-annealing"})
+    basis = verdict_basis(root)
+    return judged_rows("FedCKD", module, basis.records, "fedckd.html#verdict", basis.scale, evidence(basis.records),
+                       enforce_gate=basis.enforce_gate, sections={ANNEALING_CLAIM: "fedckd.html#table-iv-annealing"})

@@ -129,6 +129,30 @@ class Params:
                            mixed_precision=self.mixed_precision)
 
 
+def scenarios_text(params: Params) -> str:
+    """The client scenarios of ``params`` as a reader reads them: "n = 20, r = 1, T = 15"; several
+    joined by "; "."""
+    return "; ".join(f"n = {s.clients}, r = {s.participation:g}, T = {s.rounds}" for s in parse_scenarios(params.scenarios))
+
+
+def images_text(params: Params) -> str:
+    """The training images the clients split: "4,000 training images (200 per client at n = 20)",
+    or "the whole training split" where ``pool_size`` is 0."""
+    if not params.pool_size:
+        return "the whole training split"
+    shares = ", ".join(f"{params.pool_size // s.clients:,} per client at n = {s.clients}"
+                       for s in parse_scenarios(params.scenarios))
+    return f"{params.pool_size:,} training images ({shares})"
+
+
+def scale_text(params: Params) -> str:
+    """The scale of a profile in one line, read from ``params``: "reduced: fashion_mnist, n = 20,
+    r = 1, T = 15, 4,000 training images (200 per client at n = 20), E = 5". The seeds are left to
+    the records' evidence line (a profile's committed seeds may outnumber its ``seeds``)."""
+    return (f"{params.profile}: {params.datasets.replace(',', ', ')}, {scenarios_text(params)}, "
+            f"{images_text(params)}, E = {params.local_epochs}")
+
+
 def algorithm_params(params: Params, algorithm: str) -> dict:
     """The chapter's settings as each method's Config takes them: FedProx's μ; the KL's direction
     and τ² scaling for pFedSD and FedCKD; FedCKD's first-round rule and annealing γ."""
