@@ -25,6 +25,7 @@ summary is printed and written to ``DIR/gpu_session.json``.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -89,11 +90,30 @@ def paper_configs(chapter: str, params: str, methods: tuple[str, ...]) -> dict:
     return chosen
 
 
+def images_per_client(config) -> int:
+    data = config.data
+    return data.samples_per_client or data.pool_size // data.num_clients
+
+
+def client_images(config, clients: int, samples: int) -> dict:
+    """The data fields giving ``clients`` clients ``samples`` images each, as the profile sizes
+    them (per client, or a pool split among the clients), the pool capped at the training split
+    less the transfer set (100 clients of 500 CIFAR-10 images would need 50,500 of 50,000)."""
+    from fedkd_core.data import load_dataset
+
+    data = config.data
+    if data.samples_per_client:
+        return {"samples_per_client": samples}
+    available = len(load_dataset(data.dataset).y_train) - data.transfer_size
+    return {"pool_size": min(samples * clients, available)}
+
+
 def shrunk(config, clients: int, samples: int | None, rounds: int = 2):
-    """``config`` with ``clients`` clients of ``samples`` images (None: as it is), ``rounds``
-    rounds of one local epoch, evaluated at the end on a small local test set."""
-    data = replace(config.data, num_clients=clients, local_test_size=min(config.data.local_test_size, 50),
-                   **({"samples_per_client": samples} if samples else {}))
+    """``config`` with ``clients`` clients of ``samples`` images (None: as many as the profile
+    gives each client), ``rounds`` rounds of one local epoch, evaluated at the end on a small
+    local test set."""
+    size = client_images(config, clients, samples or images_per_client(config))
+    data = replace(config.data, num_clients=clients, local_test_size=min(config.data.local_test_size, 50), **size)
     return replace(config, data=data, rounds=rounds, eval_every=rounds, global_test_size=100,
                    train=replace(config.train, epochs=1))
 
@@ -143,6 +163,7 @@ def peak_memory(device, plan: Plan, clock: Clock) -> list[dict]:
                 print("  peak memory: stopped, the rest of the budget goes to the later steps", flush=True)
                 return rows
             small = shrunk(config, clients=clients, samples=plan.memory_samples)
+            gc.collect()  # the last run's models, before the peak is reset
             if on_gpu:
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats(device)
@@ -150,7 +171,8 @@ def peak_memory(device, plan: Plan, clock: Clock) -> list[dict]:
             simulate(small, device=device, progress=False)
             peak = torch.cuda.max_memory_allocated(device) / 2**30 if on_gpu else None
             reserved = torch.cuda.max_memory_reserved(device) / 2**30 if on_gpu else None
-            rows.append({"method": method, "clients": clients, "peak GiB": peak and round(peak, 2),
+            rows.append({"method": method, "clients": clients, "images per client": images_per_client(small),
+                         "peak GiB": peak and round(peak, 2),
                          "reserved GiB": reserved and round(reserved, 2),
                          "predicted GiB": predicted_gib(method, clients),
                          "seconds": round(time.perf_counter() - began, 1)})

@@ -55,10 +55,13 @@ def test_the_prediction_extends_the_cpu_count_by_its_per_client_growth(session):
 
 def test_runs_are_shrunk_to_the_clients_and_images_asked_for(session):
     config = session.paper_configs("fedgmkd", "paper/fedgmkd.yaml", ("fedgmkd",))["fedgmkd"]
-    small = session.shrunk(config, clients=100, samples=None)
-    assert (small.data.num_clients, small.data.samples_per_client) == (100, config.data.samples_per_client)
-    assert (small.rounds, small.train.epochs, small.model) == (2, 1, "resnet18_code32")
-    assert session.shrunk(config, clients=4, samples=16).data.samples_per_client == 16
+    assert session.images_per_client(config) == 500  # the paper's 500 images per client, as a pool of 10 x 500
+    fifty = session.shrunk(config, clients=50, samples=None)
+    assert (fifty.data.num_clients, session.images_per_client(fifty)) == (50, 500)
+    hundred = session.shrunk(config, clients=100, samples=None)
+    assert hundred.data.pool_size == 50_000 - config.data.transfer_size  # capped at what CIFAR-10 holds
+    assert (hundred.rounds, hundred.train.epochs, hundred.model) == (2, 1, "resnet18_code32")
+    assert session.images_per_client(session.shrunk(config, clients=4, samples=16)) == 16
     with pytest.raises(SystemExit, match="no_such_method"):
         session.paper_configs("fedgmkd", "paper/fedgmkd.yaml", ("no_such_method",))
 
