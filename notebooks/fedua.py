@@ -189,20 +189,28 @@ tables.show(pd.DataFrame(open_choices, columns=["choice", "paper", "used", "sour
 # %% [markdown]
 # ## The splits (Figs. 7 and 14)
 #
-# Class counts per client for each partition of this profile, seed 0. FedBE's step split gives
-# every client two major classes (each class is major for exactly two clients) and a handful of
-# images of every other class; at the paper's scale that is 1,960 + 1,960 + 8 × 10 images.
+# Class counts per client for each partition, seed 0, of this page's profile and of the reduced
+# profile, whose committed records the results tables show; each panel is titled with its
+# partition and profile, and bubble areas are relative to the largest count of their panel.
+# FedBE's step split gives every client two major classes (each class is major for exactly two
+# clients) and a handful of images of every other class; at the paper's scale that is 1,960 +
+# 1,960 + 8 × 10 images.
 
 # %% tags=["hide-input"]
-partition_names = [p.strip() for p in params.partitions.split(",")]
-splits = {name: build_federated_data(chapter.data_config(params, name), seed=0) for name in partition_names}
-fig, axes = plots.grid(len(splits), height=3.2)
-axes = [axes]
-for ax, (name, data) in zip(axes[0], splits.items()):
-    plots.label_bubbles(data.train_histograms(), ax, title=name)
+shown_profiles = chapter.profiles_shown(params)
+partition_names = chapter.partition_names(params)
+panels = [(heading, profile_params, name) for heading, profile_params in shown_profiles.items()
+          for name in chapter.partition_names(profile_params)]
+per_row = max(len(chapter.partition_names(p)) for p in shown_profiles.values())
+fig, axes = plots.grid(len(panels), height=3.2, per_row=per_row)
+for ax, (heading, profile_params, name) in zip(axes, panels):
+    split = build_federated_data(chapter.data_config(profile_params, name), seed=0)
+    plots.label_bubbles(split.train_histograms(), ax, title=f"{name}\n{heading}")
 fig.tight_layout()
-if "step" in splits:
-    tables.show(pd.DataFrame([chapter.step_check(splits["step"].train_histograms())]), digits=3)
+step_rows = chapter.step_checks(shown_profiles)
+if len(step_rows):
+    display(Markdown("The step split's images per client and per class, per profile:"))
+    tables.show(step_rows, digits=3)
 
 # %% [markdown]
 # ## Runs
@@ -236,11 +244,13 @@ print(f"{len(runs)} runs of this profile ({params.profile}), {len(reduced_record
 # **What the reduced profile changes.** ResNet-8 (78k parameters) for ResNet-32 (0.46M); 4,000
 # client and 1,000 server images for 40,000 and 10,000 (the 4 : 1 ratio kept); 10 rounds of 3 local
 # and 3 server epochs for 40 rounds of 20 and 20; 3 seeds for "more than five". The step split
-# keeps 98% of each client's 400 images in its two majors, so each minor class has a single image
-# per client (the paper's clients have 10): every minor class's GDA covariance is then the
-# client's pooled one, and the density weighting works on coarser class models than the paper's.
-# With 10 images per class and 64-d features the paper's clients were rank-deficient too, so
-# jitter decides those covariances at either scale.
+# keeps 98% of each client's images in its two majors, so a minor class has at most one image per
+# client (the paper's clients have 10; the table under the splits gives the counts): every minor
+# class's GDA covariance is then the client's pooled one, and the density weighting works on
+# coarser class models than the paper's.
+# With 10 images per minor class and 64-d features, the paper's minor-class covariances were
+# rank-deficient and needed a regularisation the paper does not state; the diagnostics below
+# count the jitter each of our fits needed.
 
 # %% tags=["hide-input"]
 KEYS_T2, KEYS_T3, KEYS_T1 = ["partition", "algorithm"], ["participation", "algorithm"], ["selection", "ratio"]
@@ -328,12 +338,12 @@ fedua_history = history[history.algorithm == "fedua"] if len(history) else histo
 if len(fedua_history):
     weights = fedua_history.groupby(["profile", "partition", "participation", "round"])["mean_max_weight"].mean().unstack("round")
     display(Markdown("Mean largest teacher weight, by evaluated round (mean over seeds):"))
-    tables.show(weights, digits=3)
-    jitters = pd.Series([j for r in records if r.config["algorithm"] == "fedua" for row in r.history
-                         for j in row.get("gda_jitter", [])])
+    tables.show(weights, digits=3, settings=["participation"])
+    jitters = chapter.jitter_counts(records)
     if len(jitters):
-        display(Markdown(f"GDA jitter over {len(jitters)} client fits: "
-                         + ", ".join(f"{v:g} × variance in {n}" for v, n in jitters.value_counts().sort_index().items())))
+        display(Markdown(f"GDA jitter (× the mean feature variance; 0: every covariance factored as fitted) over the "
+                         f"{jitters['client fits'].sum()} client fits of the evaluated rounds, by profile and partition:"))
+        tables.show(jitters.assign(jitter=jitters.jitter.map(tables.scientific)))
 
 # %% [markdown]
 # **Figs. 10 and 11: what each teacher is unsure about.** For the last round of a FedUA run (step,
@@ -361,15 +371,16 @@ if maps:
         f"**Where our Fig. 11 contradicts the paper.** The paper's feature-density map is dark only on each client's "
         f"own classes; ours is dark almost everywhere: the mean posterior entropy is {entropy['density_entropy']:.3f} "
         f"nats against {entropy['softmax_entropy']:.3f} for the softmax (of at most {np.log(10):.2f}). As far as we can "
-        "tell this is the scale of the class models, not a plotting slip: with a few images per minor class and 64-d "
-        "features each class's covariance is rank-deficient and set by the jitter below, so every class density is "
-        "extremely peaked and the posterior is near one-hot (confident) even on classes the client never saw. The "
-        "paper's clients, with ten images per minor class, would be less extreme, and the paper does not say how it "
-        "regularised its covariances (an open choice the robustness grid varies)."))
-    display(Markdown("The GDA jitter in each of these clients' covariances as the server used them "
-                     "(client's plus the server's after the float32 upload; × the mean feature variance):"))
-    tables.show(pd.DataFrame([[tables.scientific(j) for j in record.final["gda_jitter"]]],
-                             columns=[f"client {t}" for t in teachers]))
+        "tell this is a property of the class models, not a plotting slip: the posterior is near one-hot (confident) "
+        "even on classes the client never saw, which happens wherever one class Gaussian's log-density at a feature "
+        "exceeds the others' by several nats, as Gaussians in 64 dimensions readily do. The paper does not say how it "
+        "regularised its covariances; with ten images per minor class in 64 dimensions, its minor-class covariances "
+        "were rank-deficient and needed some regularisation."))
+    jitter = record.final["gda_jitter"]
+    display(Markdown(f"The GDA jitter in each of these clients' covariances as the server used them (client's plus the "
+                     f"server's after the float32 upload; × the mean feature variance): {sum(j > 0 for j in jitter)} of "
+                     f"{len(jitter)} clients needed one."))
+    tables.show(pd.DataFrame([[tables.scientific(j) for j in jitter]], columns=[f"client {t}" for t in teachers]))
 
 # %% [markdown]
 # ## Bytes per round

@@ -173,12 +173,99 @@ def test_only_runs_of_the_reduced_method_stand_in_for_cells():
 
 def test_prototype_identity_on_real_features():
     """On a trained cnn5_code32's features of real CIFAR-10 images: the paper's Eq. 5 prototype is
-    the class mean, and the released code's prototype is zero."""
-    table = chapter.prototype_identity(chapter.Params(max_components=3), epochs=1)
+    the class mean whatever the number of components (BIC's and fixed ones), and the released
+    code's prototype is zero."""
+    table = chapter.prototype_identity(chapter.Params(max_components=3), epochs=1, fixed=(2, 3))
     assert len(table) >= 5 and (table["images"] > 0).all()
-    assert (table["‖Eq. 5 − class mean‖"] < 1e-4 * table["‖class mean‖"]).all()
+    assert table["M by BIC"].between(0, 3).all()
+    gaps = table.filter(like="‖Eq. 5 − class mean‖")
+    assert gaps.columns.tolist() == ["‖Eq. 5 − class mean‖", "‖Eq. 5 − class mean‖, M = 2",
+                                     "‖Eq. 5 − class mean‖, M = 3"]
+    fitted = table["images"] >= 3  # a class with fewer images than components has no fixed-M fit
+    assert gaps[fitted].notna().all().all() and gaps[~fitted].iloc[:, -1].isna().all()
+    assert (gaps[fitted].max(axis=1) < 1e-4 * table["‖class mean‖"][fitted]).all()
+    assert table.filter(like="mean largest γ")[fitted].stack().between(1 / 3, 1).all()
     assert (table["‖code prototype‖"] < 1e-6).all()
     assert (table["‖class mean‖"] > 1e-2).all()
+
+
+def test_on_a_mixture_whose_components_overlap_eq5_is_the_mean_up_to_ems_stopping_error():
+    """BIC finds several components that share points; Eq. 5 moves towards the mean as EM's
+    tolerance shrinks, and Σ π_m μ_m is the mean to rounding at every tolerance."""
+    table = chapter.mixture_identity(1, 6, tolerances=(1e-3, 1e-9))
+    assert table["EM tolerance"].tolist() == [1e-3, 1e-9]
+    assert (table.components > 1).all() and (table.components == table.components.iloc[0]).all()
+    assert table["mean largest γ"].between(0.5, 0.99).all()  # points shared among components: not a partition
+    loose, tight = table["‖Eq. 5 − mean‖"]
+    assert tight < loose / 100 and loose < 0.05 * table["‖mean‖"].iloc[0]
+    assert (table["‖Σ π_m μ_m − mean‖"] < 1e-12).all()
+    assert table["EM iterations"].iloc[1] > table["EM iterations"].iloc[0]
+    assert chapter.hand_made_mixture().shape == (sum(chapter.analysis.MIXTURE_COUNTS), 2)
+
+
+def test_a_bigger_model_has_more_parameters():
+    assert 10_000 < chapter.parameter_count("cnn5_code32") < chapter.parameter_count("resnet18_code32")
+
+
+def comparison(rows: list[tuple], profile: str = "reduced") -> pd.DataFrame:
+    """A compare_with_paper-like table from (method, clients, metric, ours, paper) rows."""
+    frame = pd.DataFrame(rows, columns=["method", "clients", "metric", "mean_ours", "mean_paper"])
+    return frame.assign(profile=profile)
+
+
+def test_first_places_and_gains_count_the_columns_of_one_profile():
+    table = comparison([("fedavg", 10, "local", 50.0, 60.0), ("fedgmkd", 10, "local", 52.0, 65.0),
+                        ("fedgen", 10, "local", 53.0, 61.0),
+                        ("fedavg", 10, "global", 40.0, 50.0), ("fedgmkd", 10, "global", 39.0, 55.0),
+                        ("fedgen", 10, "global", 40.0, 51.0),
+                        ("fjord", 10, "global", None, 70.0)])  # not run: neither side counts it
+    ours, paper = chapter.first_places(table, "mean_ours"), chapter.first_places(table, "mean_paper")
+    assert ours.to_dict() == {"fedgen": 2, "fedavg": 1}  # a tie: both count
+    assert paper.to_dict() == {"fedgmkd": 2}
+    gains = chapter.gains_over(table, "mean_ours", "fedgmkd", "fedavg")
+    assert sorted(gains.tolist()) == [-1.0, 2.0]
+    assert chapter.gains_text(gains) == "from -1.00 to +2.00 points, above 0 in 1 of 2 columns"
+    assert chapter.gains_over(table, "mean_ours", "fpl", "fedavg").empty
+    names = {"fedgen": "FedGen", "fedavg": "FedAvg", "fedgmkd": "FedGMKD"}
+    assert chapter.first_places_text(ours, names) == "FedGen in 2, FedAvg in 1"
+    [line] = chapter.ranking_summary(table, names)
+    assert line.startswith("**reduced profile**, 2 columns.") and "ours: FedGen in 2, FedAvg in 1" in line
+    assert "the paper's: FedGMKD in 2" in line and "the paper's: from +5.00 to +5.00 points, above 0 in 2 of 2" in line
+    two = pd.concat([table, comparison([("fedavg", 10, "local", 1.0, 60.0), ("fedgmkd", 10, "local", 2.0, 65.0)], "quick")])
+    lines = chapter.ranking_summary(two, names)
+    assert len(lines) == 2 and lines[1].startswith("**quick profile**, 1 columns.")
+
+
+def test_table5_sets_beside_the_paper_only_settings_other_than_table_1s():
+    paper = chapter.paper_table5()
+    default_only = pd.DataFrame({"lam": [0.06, 0.06], "gamma": [0.06, 0.06], "metric": ["local", "global"]})
+    shown, default, not_run = chapter.table5_cells(default_only, paper)
+    assert shown.empty and len(default) == 2 and len(not_run) == len(paper) - 2
+    assert chapter.weight_pairs_text(default) == "(0.06, 0.06)"
+    assert chapter.weight_pairs_text(not_run).startswith("(0.06, 0), (0.06, 0.02)")
+    varied = pd.concat([default_only, pd.DataFrame({"lam": [0.06], "gamma": [0.0], "metric": ["local"]})])
+    shown, default, not_run = chapter.table5_cells(varied, paper)
+    assert chapter.weight_pairs_text(shown) == "(0.06, 0), (0.06, 0.06)" and len(shown) == 4 and default.empty  # paper order
+    assert len(not_run) == len(paper) - 4
+    shown, default, not_run = chapter.table5_cells(varied.iloc[:0], paper)
+    assert shown.empty and default.empty and len(not_run) == len(paper)
+
+
+def test_the_settings_table_has_a_column_per_profile_shown():
+    quick = chapter.Params(**yaml.safe_load((ROOT / "notebooks" / "params" / "quick" / "fedgmkd.yaml").read_text()))
+    profiles = chapter.profiles_shown(quick)
+    assert list(profiles) == ["quick (this page's profile)", "reduced (the committed records)"]
+    assert profiles["reduced (the committed records)"] is chapter.REDUCED_PROFILE
+    assert list(chapter.profiles_shown(chapter.REDUCED_PROFILE)) == ["reduced (this page's profile)"]
+    table = chapter.settings_table(profiles).set_index("method")
+    assert table.columns.tolist() == [*profiles, "source"]
+    shared = table.loc["shared"]
+    assert "3 rounds" in shared.iloc[0] and "10 clients with 200 images each" in shared.iloc[0]
+    assert "15 rounds" in shared.iloc[1] and "10, 20, 50 clients with 500 images each" in shared.iloc[1]
+    assert table.loc["FedProx"].iloc[:2].tolist() == ["mu 0.5, personal trained"] * 2
+    smoke = chapter.settings_table(chapter.profiles_shown(chapter.Params())).set_index("method")
+    assert smoke.loc["FedProx"].iloc[:2].tolist() == ["not run", "mu 0.5, personal trained"]
+    assert "FedGMKD (only CKF)" not in smoke.index  # no profile runs it
 
 
 def test_a_bad_parameter_through_papermill_is_one_clear_error(tmp_path):

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 from scipy.stats import multivariate_normal
 
 from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
@@ -480,3 +481,35 @@ def test_with_partial_participation_only_the_round_s_clients_teach(algorithm):
     selected = [sorted(select_clients(sampler, 4, 0.5)) for _ in range(config.rounds)]
     assert [row["teachers"] for row in result["history"]] == selected
     assert all(row["clients"] == 2 for row in result["history"]) and len({tuple(s) for s in selected}) > 1
+
+
+# --- what the chapter shows of each profile ----------------------------------------------------
+
+def test_the_split_table_has_a_row_per_profile_shown_that_runs_a_step_split():
+    quick = chapter.Params(**yaml.safe_load((Path(__file__).resolve().parents[1] / "notebooks/params/quick/fedua.yaml")
+                                            .read_text()))
+    profiles = chapter.profiles_shown(quick)
+    assert list(profiles) == ["quick (this page's profile)", "reduced (the committed records)"]
+    assert list(chapter.profiles_shown(chapter.REDUCED_PROFILE)) == ["reduced (this page's profile)"]
+    table = chapter.step_checks(profiles).set_index("profile")
+    quick_row, reduced_row = table.loc["quick (this page's profile)"], table.loc["reduced (the committed records)"]
+    assert quick_row["per client"].endswith("–100") and reduced_row["per client"].endswith("–400")  # pool / clients
+    assert reduced_row["minor images"] == "0–1"
+    no_step = replace(chapter.Params(), profile="other", partitions="dir0.5")
+    assert chapter.step_checks({"other": no_step}).empty
+    assert chapter.partition_names(replace(chapter.Params(), partitions="step, dir0.1")) == ["step", "dir0.1"]
+
+
+def test_jitter_counts_are_client_fits_per_profile_partition_and_jitter():
+    def record(algorithm, partition, jitters, profile="reduced"):
+        config = chapter.run_config(replace(chapter.Params(), partitions=partition), algorithm, partition, 1.0, 0)
+        return SimpleNamespace(config=config.resolved(), profile=profile,
+                               history=[{"round": r, "gda_jitter": j} for r, j in enumerate(jitters)])
+
+    records = [record("fedua", "step", [[0.0, 0.0], [0.0, 1.0000001e-6]]),
+               record("fedua", "dir0.1", [[1e-6, 9.9999997e-7]]),
+               record("feddf", "step", [[1e-3, 1e-3]])]  # not FedUA: no GDA
+    counts = chapter.jitter_counts(records)
+    assert counts.values.tolist() == [["reduced", "dir0.1", 1e-6, 2], ["reduced", "step", 0.0, 3],
+                                      ["reduced", "step", 1e-6, 1]]
+    assert chapter.jitter_counts([]).empty

@@ -15,33 +15,39 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 - ``records``: which row and cell a record stands for, and what is left to run;
 - ``paper``: the paper's tables, as data;
 - ``tables``: our records as the paper's tables;
-- ``analysis``: measurements beyond the tables (the prototype identity on real features);
+- ``analysis``: measurements beyond the tables (the prototype identity on real features and on a
+  hand-made mixture, the models' sizes);
 - ``claims``: the paper's claims, counted alike on its tables and on our records;
 - ``robustness``: the readings of what the paper leaves open that the robustness grid varies.
 """
 
-from .analysis import prototype_identity
+from .analysis import (FIXED_COMPONENTS, TOLERANCES, hand_made_mixture, mixture_identity, parameter_count,
+                       prototype_identity)
 from .claims import (ABLATION_CLAIMS, EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, TABLE1_CLAIMS, claim_effects,
                      effects_of, ledger_rows, observations, paper_observations)
 from .grid import (FEDGMKD_OPTIONS, FEDGMKD_ROWS, METHODS, PAPER_METHODS, TABLE3_METHODS, Method, Params, ablation_grid,
-                   data_config, experiments, method_params, paper_reading, parse_pairs, run_config, table1_grid,
-                   table5_grid, used_here)
+                   data_config, experiments, method_params, paper_reading, parse_pairs, run_config, settings_table,
+                   shared_setting, table1_grid, table5_grid, used_here)
 from .paper import DATASET_REASON, paper_table1, paper_table3, paper_table5, paper_table6, paper_times
-from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE
+from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE, profiles_shown
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, method_key, reduced_profile_records
 from .robustness import ROBUSTNESS
-from .tables import (accuracy_per_profile, at_default_weights, cost_table, fedgmkd_cost, history_frame,
-                     last_rounds_mean, long_accuracies, summary, table1_rows, table3_rows, table5_rows, time_ratios,
-                     traffic_table)
+from .tables import (accuracy_per_profile, at_default_weights, cost_table, fedgmkd_cost, first_places,
+                     first_places_text, gains_over, gains_text, history_frame, last_rounds_mean, long_accuracies,
+                     ranking_summary, summary, table1_rows, table3_rows, table5_cells, table5_rows, time_ratios,
+                     traffic_table, weight_pairs_text)
 
 __all__ = [
-    "ABLATION_CLAIMS", "DATASET_REASON", "EFFECT_CELL_KEYS", "FEDGMKD_OPTIONS", "FEDGMKD_ROWS", "METHODS",
-    "METHOD_COLUMN", "Method", "PAPER_METHODS", "PAPER_RUNS", "Params", "REDUCED_PROFILE", "ROBUSTNESS",
-    "ROBUSTNESS_BASE", "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "ablation_grid", "accuracy_per_profile",
-    "at_default_weights", "cell_of", "claim_effects", "cost_table", "data_config", "effects_of", "experiments",
-    "experiments_to_run", "fedgmkd_cost", "history_frame", "last_rounds_mean", "ledger_rows", "long_accuracies",
-    "method_differences", "method_key", "method_params", "observations", "paper_observations", "paper_reading",
-    "paper_table1", "paper_table3", "paper_table5", "paper_table6", "paper_times", "parse_pairs", "prototype_identity",
-    "reduced_profile_records", "run_config", "summary", "table1_grid", "table1_rows", "table3_rows", "table5_grid",
-    "table5_rows", "time_ratios", "traffic_table", "used_here",
+    "ABLATION_CLAIMS", "DATASET_REASON", "EFFECT_CELL_KEYS", "FEDGMKD_OPTIONS", "FEDGMKD_ROWS", "FIXED_COMPONENTS",
+    "METHODS", "METHOD_COLUMN", "PAPER_METHODS", "PAPER_RUNS", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE",
+    "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "TOLERANCES", "Method", "Params", "ablation_grid",
+    "accuracy_per_profile", "at_default_weights", "cell_of", "claim_effects", "cost_table", "data_config",
+    "effects_of", "experiments", "experiments_to_run", "fedgmkd_cost", "first_places", "first_places_text",
+    "gains_over", "gains_text", "hand_made_mixture", "history_frame", "last_rounds_mean", "ledger_rows",
+    "long_accuracies", "method_differences", "method_key", "method_params", "mixture_identity", "observations",
+    "paper_observations", "paper_reading", "paper_table1", "paper_table3", "paper_table5", "paper_table6",
+    "paper_times", "parameter_count", "parse_pairs", "profiles_shown", "prototype_identity", "ranking_summary",
+    "reduced_profile_records", "run_config", "settings_table", "shared_setting", "summary", "table1_grid",
+    "table1_rows", "table3_rows", "table5_cells", "table5_grid", "table5_rows", "time_ratios", "traffic_table",
+    "used_here", "weight_pairs_text",
 ]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from ...algorithms import algorithm_config
 from ...experiment import ExperimentConfig
 from ...federation import DataConfig
@@ -194,6 +196,33 @@ def used_here(params: Params, key: str) -> str:
     config = algorithm_config(METHODS[key].algorithm, settings)
     shown = {**settings, **{name: getattr(config, name) for name in METHODS[key].shown}}
     return ", ".join(f"{name} {value_text(value)}" for name, value in shown.items())
+
+
+# What §4.4 sets for every method (the shared row of the hyperparameter table).
+SHARED_SOURCE = "§4.4: ResNet-18 (32-d code), Adam 1e-3, batch 64, 3 epochs, 50 rounds"
+
+
+def shared_setting(params: Params) -> str:
+    """What every method of ``params`` shares: model, optimiser, rounds, clients and data, seeds."""
+    return (f"{params.model}; Adam lr {setting_text(params.lr)}, batch {params.batch_size}, "
+            f"{params.local_epochs} local epochs, {params.rounds} rounds, participation 1, drop_last {params.drop_last}; "
+            f"{', '.join(map(str, params.client_counts()))} clients with {params.samples_per_client} images each on average; "
+            f"{params.seeds} seed(s)")
+
+
+def settings_table(profiles: dict[str, Params]) -> pd.DataFrame:
+    """The hyperparameter table: the shared settings, then each row of :data:`METHODS` that a
+    profile runs, with one column per profile of ``profiles`` (heading -> params: what that profile
+    runs it with, :func:`used_here`, or "not run") and the source of the settings."""
+    def used(key: str, params: Params) -> str:
+        return used_here(params, key) if key in params.method_keys() else "not run"
+
+    keys = [key for key in METHODS if any(key in params.method_keys() for params in profiles.values())]
+    rows = [{"method": "shared", **{heading: shared_setting(params) for heading, params in profiles.items()},
+             "source": SHARED_SOURCE}]
+    rows += [{"method": METHODS[key].label, **{heading: used(key, params) for heading, params in profiles.items()},
+              "source": METHODS[key].source} for key in keys]
+    return pd.DataFrame(rows)
 
 
 def run_config(params: Params, key: str, num_clients: int, seed: int, alpha: float | None = None,

@@ -16,3 +16,13 @@ REDUCED_PROFILE = profile(Params, "reduced/fedgmkd.yaml")
 # methods. The variants change only FedGMKD, so the eight baselines' records serve every variant
 # (9 new FedGMKD runs per variant).
 ROBUSTNESS_BASE = profile(Params, "robustness/fedgmkd.yaml")
+
+
+def profiles_shown(params: Params) -> dict[str, Params]:
+    """The profiles behind what the chapter shows, by column heading: ``params``, this page's
+    profile, and, unless that is the reduced profile, :data:`REDUCED_PROFILE`, whose committed
+    records the results tables show in every profile."""
+    shown = {f"{params.profile} (this page's profile)": params}
+    if params.profile != REDUCED_PROFILE.profile:
+        shown[f"{REDUCED_PROFILE.profile} (the committed records)"] = REDUCED_PROFILE
+    return shown

@@ -10,6 +10,7 @@ import pandas as pd
 from ...algorithms import algorithm_config
 from ...cpuinfo import machine_text
 from ...report import mean_std_per_profile, record_precision
+from ...tables import setting_text
 from .grid import TABLE3_METHODS
 from .paper import paper_times
 from .records import cell_of
@@ -138,3 +139,78 @@ def fedgmkd_cost(ratios: pd.DataFrame) -> pd.DataFrame:
     paper = times[(times.dataset == "CIFAR-10") & (times.method == "fedgmkd")].ratio.iloc[0]
     ours = ratios[ratios.method == "fedgmkd"].sort_values(["profile", "machine", "clients"])
     return ours[["profile", "machine", "clients", "ratio"]].assign(paper_ratio=paper).reset_index(drop=True)
+
+
+def both_values(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a :func:`fedkd_core.report.compare_with_paper` table (one profile's) that have
+    our value and the paper's."""
+    return table.dropna(subset=["mean_ours", "mean_paper"])
+
+
+def first_places(table: pd.DataFrame, value: str, columns=("clients", "metric")) -> pd.Series:
+    """In how many of the ``columns`` cells of a :func:`fedkd_core.report.compare_with_paper` table
+    (one profile's) each method has the highest ``value`` ("mean_ours" or "mean_paper"), over the
+    rows with both values; tied methods each count. Most first; methods never first left out."""
+    rows = both_values(table)
+    best = rows.groupby(list(columns))[value].transform("max")
+    counts = rows[rows[value] == best].method.value_counts()
+    return counts.sort_values(ascending=False, kind="stable")
+
+
+def gains_over(table: pd.DataFrame, value: str, method: str, baseline: str, columns=("clients", "metric")) -> pd.Series:
+    """``method``'s ``value`` minus ``baseline``'s in each ``columns`` cell of a
+    :func:`fedkd_core.report.compare_with_paper` table (one profile's) where both have both values."""
+    wide = both_values(table).set_index([*columns, "method"])[value].unstack("method")
+    if method not in wide or baseline not in wide:
+        return pd.Series(dtype=float)
+    return (wide[method] - wide[baseline]).dropna()
+
+
+def first_places_text(counts: pd.Series, names: dict) -> str:
+    """"FedGen in 4, FedMD in 2" from :func:`first_places` counts, methods by their ``names``."""
+    return ", ".join(f"{names.get(method, method)} in {count}" for method, count in counts.items())
+
+
+def gains_text(gains: pd.Series) -> str:
+    """"from -0.89 to +1.37 points, above 0 in 5 of 6 columns" for :func:`gains_over`'s values."""
+    return (f"from {gains.min():+.2f} to {gains.max():+.2f} points, above 0 in {int((gains > 0).sum())} "
+            f"of {len(gains)} columns")
+
+
+def table5_cells(ours: pd.DataFrame, paper: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The paper's Table 5 rows in three parts: (shown, default only, not run). ``ours``
+    (:func:`accuracy_per_profile` rows) covers the rows of the first two, not those of the third.
+    Covered rows are shown beside ours unless the only (λ, γ) covered is FedGMKD's default, Table 1's
+    own setting, which alone has nothing to be ranked against: then they are "default only"."""
+    weights = ["lam", "gamma"]
+    covered = ours[weights].drop_duplicates() if len(ours) else pd.DataFrame(columns=weights, dtype=float)
+    default = algorithm_config("fedgmkd", {})
+    varied = ((covered.lam != default.lam) | (covered.gamma != default.gamma)).any()
+    marked = paper.merge(covered, on=weights, how="left", indicator=True)
+    ran = (marked.pop("_merge") == "both").to_numpy()
+    return marked[ran & varied], marked[ran & ~varied], marked[~ran]
+
+
+def weight_pairs_text(cells: pd.DataFrame) -> str:
+    """"(0.06, 0), (0.06, 0.02)": the distinct (λ, γ) of ``cells``, in their order, exactly."""
+    pairs = cells[["lam", "gamma"]].drop_duplicates()
+    return ", ".join(f"({setting_text(lam)}, {setting_text(gamma)})" for lam, gamma in pairs.itertuples(index=False))
+
+
+def ranking_summary(table: pd.DataFrame, names: dict, method: str = "fedgmkd", baseline: str = "fedavg",
+                    columns=("clients", "metric")) -> list[str]:
+    """One line per profile of a :func:`fedkd_core.report.compare_with_paper` table: which methods
+    are first in how many of its columns, ours and the paper's (over the same methods), and
+    ``method``'s mean minus ``baseline``'s, ours and the paper's (left out where either is missing)."""
+    lines = []
+    for profile, part in table[table.mean_ours.notna()].groupby("profile", sort=False):
+        count = len(both_values(part)[list(columns)].drop_duplicates())
+        first = {side: first_places_text(first_places(part, f"mean_{side}", columns), names) for side in ("ours", "paper")}
+        line = (f"**{profile} profile**, {count} columns. Highest mean of a column — ours: {first['ours']}; "
+                f"the paper's: {first['paper']}.")
+        gains = {side: gains_over(part, f"mean_{side}", method, baseline, columns) for side in ("ours", "paper")}
+        if len(gains["ours"]):
+            line += (f" {names.get(method, method)}'s mean minus {names.get(baseline, baseline)}'s — ours: "
+                     f"{gains_text(gains['ours'])}; the paper's: {gains_text(gains['paper'])}.")
+        lines.append(line)
+    return lines

@@ -24,17 +24,19 @@ from .grid import (METHODS, SELECTION_NAMES, Params, algorithm_params, data_conf
                    partition_name, run_config, table1_config, table1_grid, table2_grid, table3_grid)
 from .paper import (derived_rows, paper_changes, paper_table1, paper_table2, paper_table3, printed_check,
                     relative_changes, rounds_to)
-from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE
+from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE, profiles_shown
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, reduced_profile_records
 from .robustness import ROBUSTNESS
-from .tables import history_frame, step_check, summary, table1_rows, table2_rows, table3_rows
+from .tables import (history_frame, jitter_counts, partition_names, step_check, step_checks, summary, table1_rows,
+                     table2_rows, table3_rows)
 
 __all__ = [
-    "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "PAPER_RUNS", "Params", "REDUCED_PROFILE", "ROBUSTNESS",
-    "ROBUSTNESS_BASE", "SCALE_FIELDS", "SELECTION_NAMES", "algorithm_params", "cell_of", "claim_effects", "data_config",
-    "derived_rows", "effects_of", "experiments", "experiments_to_run", "history_frame", "ledger_rows",
-    "method_differences", "observations", "paper_changes", "paper_observations", "paper_table1", "paper_table2",
-    "paper_table3", "parse_partition", "partition_name", "printed_check", "reduced_profile_records", "relative_changes",
-    "rounds_to", "run_config", "step_check", "summary", "table1_config", "table1_grid", "table1_rows", "table2_grid",
+    "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "PAPER_RUNS", "REDUCED_PROFILE", "ROBUSTNESS",
+    "ROBUSTNESS_BASE", "SCALE_FIELDS", "SELECTION_NAMES", "Params", "algorithm_params", "cell_of", "claim_effects",
+    "data_config", "derived_rows", "effects_of", "experiments", "experiments_to_run", "history_frame",
+    "jitter_counts", "ledger_rows", "method_differences", "observations", "paper_changes", "paper_observations",
+    "paper_table1", "paper_table2", "paper_table3", "parse_partition", "partition_name", "partition_names",
+    "printed_check", "profiles_shown", "reduced_profile_records", "relative_changes", "rounds_to", "run_config",
+    "step_check", "step_checks", "summary", "table1_config", "table1_grid", "table1_rows", "table2_grid",
     "table2_rows", "table3_grid", "table3_rows",
 ]

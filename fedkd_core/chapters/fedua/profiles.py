@@ -15,3 +15,13 @@ REDUCED_PROFILE = profile(Params, "reduced/fedua.yaml")
 # three partitions, C = 1, 0.7, 0.4, 3 seeds); Table 1's selection runs are left out. The chapter's
 # reading is the committed reduced records.
 ROBUSTNESS_BASE = profile(Params, "robustness/fedua.yaml")
+
+
+def profiles_shown(params: Params) -> dict[str, Params]:
+    """The profiles behind what the chapter shows, by heading: ``params``, this page's profile,
+    and, unless that is the reduced profile, :data:`REDUCED_PROFILE`, whose committed records the
+    results tables show in every profile."""
+    shown = {f"{params.profile} (this page's profile)": params}
+    if params.profile != REDUCED_PROFILE.profile:
+        shown[f"{REDUCED_PROFILE.profile} (the committed records)"] = REDUCED_PROFILE
+    return shown

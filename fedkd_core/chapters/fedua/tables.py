@@ -63,3 +63,30 @@ def step_check(histograms: np.ndarray) -> dict:
     return {"clients": len(histograms), "per client": f"{histograms.sum(1).min()}–{histograms.sum(1).max()}",
             "major images": f"{sorted_counts[:, -2:].min()}–{sorted_counts[:, -2:].max()}",
             "minor images": f"{sorted_counts[:, :-2].min()}–{sorted_counts[:, :-2].max()}"}
+
+
+def partition_names(params) -> list[str]:
+    """The partitions of ``params``, in its order ("step", "dir0.1", ...)."""
+    return [name.strip() for name in params.partitions.split(",") if name.strip()]
+
+
+def step_checks(profiles: dict, seed: int = 0) -> pd.DataFrame:
+    """:func:`step_check` of the step split (seed ``seed``) of each profile of ``profiles``
+    (heading -> params) that runs one, a row each, headed by the profile."""
+    from ...federation import build_federated_data
+    from .grid import data_config
+
+    return pd.DataFrame([{"profile": heading,
+                          **step_check(build_federated_data(data_config(params, "step"), seed).train_histograms())}
+                         for heading, params in profiles.items() if "step" in partition_names(params)])
+
+
+def jitter_counts(records) -> pd.DataFrame:
+    """How many FedUA client fits of ``records`` (every evaluated round's GDAs, as the server used
+    them) needed each relative jitter, per profile and partition: columns profile, partition,
+    jitter (to 2 significant digits: the float32 upload moves the last ones), client fits."""
+    rows = [{"profile": record.profile, "partition": cell_of(record)[0], "jitter": float(f"{jitter:.2g}")}
+            for record in records if record.config["algorithm"] == "fedua"
+            for row in record.history for jitter in row.get("gda_jitter", [])]
+    frame = pd.DataFrame(rows, columns=["profile", "partition", "jitter"])
+    return frame.groupby(["profile", "partition", "jitter"]).size().rename("client fits").reset_index()
