@@ -88,4 +88,4 @@ def ledger_rows(root=None) -> pd.DataFrame:
 
     records = reduced_profile_records(root)
     return judged_rows("FedUA", sys.modules[__package__], records, "fedua.html#verdict",
-                       "reduced: ResNet-8, 10 clients, 400 images each, 10 rounds", evidence(records))
+                       "reduced: ResNet-8, 10 clients, up to 400 images each (a 4,000-image pool), 10 rounds", evidence(records))
