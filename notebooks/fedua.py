@@ -205,7 +205,7 @@ per_row = max(len(chapter.partition_names(p)) for p in shown_profiles.values())
 fig, axes = plots.grid(len(panels), height=3.2, per_row=per_row)
 for ax, (heading, profile_params, name) in zip(axes, panels):
     split = build_federated_data(chapter.data_config(profile_params, name), seed=0)
-    plots.label_bubbles(split.train_histograms(), ax, title=f"{name}\n{heading}")
+    plots.label_bubbles(split.train_histograms(), ax, title=f"{name}, {profile_params.profile}")  # short: fits the column
 fig.tight_layout()
 step_rows = chapter.step_checks(shown_profiles)
 if len(step_rows):
