@@ -119,12 +119,12 @@ def ledger_rows(root=None) -> pd.DataFrame:
     module = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
     tuned = tuned_records(root)
     cifar = [r for r in paper_profile_records(root) if r.config["data"]["dataset"] == "cifar10"]
-    fair = judged_rows("KnFu", module, tuned, TUNED_SECTION, "paper, MNIST (Table 1), every method under the "
+    fair = judged_rows("KnFu", module, tuned, TUNED_SECTION, "paper: MNIST (Table 1), every method under the "
                        "schedule it chose on a validation split", evidence(tuned), enforce_gate=False)
     fair = fair[fair.claim != LOCAL_ON_CIFAR]  # not a claim the paper makes on MNIST
     coded = judged_rows("KnFu", module, cifar, "knfu.html#table-1-and-table-2-alma-beside-the-paper",
-                        f"paper, CIFAR-10 (Table 2), each round's schedule as coded, not tuned: "
-                        f"{gaps_to_paper(cifar)}, so KnFu's lead here may be the schedule's",
+                        f"paper: CIFAR-10 (Table 2), each round's schedule as coded, not tuned "
+                        f"({gaps_to_paper(cifar)}), so KnFu's lead here may be the schedule's",
                         evidence(cifar), enforce_gate=False)
     return pd.concat([fair.assign(claim=fair.claim + TUNED_SUFFIX), coded.assign(claim=coded.claim + AS_CODED_SUFFIX)],
                      ignore_index=True)
