@@ -41,6 +41,16 @@ def profile(params_class: type, path: str):
     return chapter_params(params_class, yaml.safe_load(text) or {})
 
 
+def profiles_shown(params, records):
+    """The profiles behind what a chapter shows, by heading: ``params``, the page's own profile,
+    and, unless it is that profile, ``records``, the reference profile whose committed records the
+    results tables show in every profile."""
+    shown = {f"{params.profile} (this page's profile)": params}
+    if params.profile != records.profile:
+        shown[f"{records.profile} (the committed records)"] = records
+    return shown
+
+
 def is_reference_profile(path) -> bool:
     """Whether ``path`` is one of the committed reference profiles, a yaml under
     ``notebooks/params/reduced/`` or ``notebooks/params/paper/`` of this checkout or package: those

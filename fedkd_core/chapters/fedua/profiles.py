@@ -5,6 +5,7 @@ checks that their records are the committed ones and how they derive from one an
 from __future__ import annotations
 
 from ..datafiles import profile
+from ..datafiles import profiles_shown as shared_profiles_shown
 from .grid import Params
 
 # The paper's design at a size that 2 CPU cores finish in hours. Its records are committed under
@@ -18,10 +19,5 @@ ROBUSTNESS_BASE = profile(Params, "robustness/fedua.yaml")
 
 
 def profiles_shown(params: Params) -> dict[str, Params]:
-    """The profiles behind what the chapter shows, by heading: ``params``, this page's profile,
-    and, unless that is the reduced profile, :data:`REDUCED_PROFILE`, whose committed records the
-    results tables show in every profile."""
-    shown = {f"{params.profile} (this page's profile)": params}
-    if params.profile != REDUCED_PROFILE.profile:
-        shown[f"{REDUCED_PROFILE.profile} (the committed records)"] = REDUCED_PROFILE
-    return shown
+    """This page's profile and :data:`REDUCED_PROFILE`, by heading (:func:`~..datafiles.profiles_shown`)."""
+    return shared_profiles_shown(params, REDUCED_PROFILE)
