@@ -354,23 +354,33 @@ def claim_methods(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], obser
     return methods
 
 
+def _far(values: pd.Series) -> float:
+    """A shift that moves a value past every other of ``values``."""
+    return float(values.max() - values.min()) + 1.0
+
+
 def _moved_effects(effects_of, observations: pd.DataFrame, method: str, name, value: str) -> list[pd.DataFrame]:
     """The effects with method ``name``'s ``value`` moved above every value, then below every value."""
     values = observations[value].astype(float)
-    far = float(values.max() - values.min()) + 1.0
+    far = _far(values)
     own = (observations[method] == name).to_numpy()
     return [effects_of(observations.assign(**{value: values.where(~own, values + shift)}), value)
             for shift in (far, -far)]
 
 
+def _changed_rows(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], claim: str) -> pd.DataFrame:
+    """The ``keys`` of the rows where ``claim``'s effect in ``moved`` differs from ``full`` (an
+    effect that disappears counts as a change)."""
+    both = full[keys + [claim]].merge(moved[keys + [claim]], on=keys, how="left", suffixes=("", " moved"))
+    changed = ~np.isclose(both[claim].to_numpy(dtype=float), both[f"{claim} moved"].to_numpy(dtype=float),
+                          equal_nan=True)
+    return both.loc[changed, keys]
+
+
 def _effect_changed(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], claim: str) -> bool:
     """Whether ``claim``'s effect in ``moved`` differs from ``full`` in any cell and seed (a claim
     or an effect that disappears counts as a change)."""
-    if claim not in moved:
-        return True
-    both = full[keys + [claim]].merge(moved[keys + [claim]], on=keys, how="left", suffixes=("", " moved"))
-    before, after = both[claim].to_numpy(dtype=float), both[f"{claim} moved"].to_numpy(dtype=float)
-    return not np.allclose(before, after, equal_nan=True)
+    return claim not in moved or len(_changed_rows(full, moved, keys, claim)) > 0
 
 
 def claim_gates(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
@@ -396,7 +406,7 @@ def cell_sources(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observ
     if claim not in full:
         return {}
     values = observations[value].astype(float)
-    far = float(values.max() - values.min()) + 1.0
+    far = _far(values)
     sources: dict[tuple, set] = {}
     for source, runs in observations.groupby(keys, sort=False):
         source = source if isinstance(source, tuple) else (source,)
@@ -404,11 +414,8 @@ def cell_sources(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observ
                            value)
         if claim not in moved:
             continue
-        both = full[keys + ["seed", claim]].merge(moved[keys + ["seed", claim]], on=keys + ["seed"], how="left",
-                                                 suffixes=("", " moved"))
-        changed = ~np.isclose(both[claim].to_numpy(dtype=float), both[f"{claim} moved"].to_numpy(dtype=float),
-                              equal_nan=True)
-        for target in both.loc[changed, keys].drop_duplicates().itertuples(index=False, name=None):
+        changed = _changed_rows(full, moved, keys + ["seed"], claim)[keys]
+        for target in changed.drop_duplicates().itertuples(index=False, name=None):
             if tuple(target) != source:
                 sources.setdefault(tuple(target), set()).add(source)
     return sources
