@@ -80,3 +80,30 @@ def test_a_profile_file_with_a_misspelt_parameter_is_refused_naming_it(tmp_path,
     monkeypatch.setattr(datafiles.resources, "files", lambda package: tmp_path)
     with pytest.raises(ValueError, match="unknown parameter.*'alpah' \\(did you mean 'alpha'"):
         profile(fedckd.Params, "reduced/x.yaml")
+
+
+def test_superseding_a_profile_keeps_what_its_robustness_grid_still_reads(tmp_path):
+    """A redesign moves the old grid's records out of reach, except those the robustness grid
+    (still on the old design) reads: they go to results/robustness/, where a lookup finds them."""
+    from fedkd_core.results import config_hash, filed_path, stored_paths
+    from tools.supersede_records import destination, robustness_keys, superseded_paths
+
+    grid = "partitions: step\nalgorithms: fedavg,fedua\ntable1_ratios: ''\nrounds: 1\n"
+    (tmp_path / "old.yaml").write_text("profile: reduced\n" + grid)
+    (tmp_path / "base.yaml").write_text("profile: robustness\n" + grid)
+    configs = fedua.experiments(replace(fedua.Params(), profile="reduced", algorithms="fedavg,fedua",
+                                        table1_ratios="", rounds=1))
+    root = tmp_path / "results"
+    for config in configs:
+        filed_path(root, "reduced", config.algorithm, config_hash(config)).parent.mkdir(parents=True, exist_ok=True)
+        filed_path(root, "reduced", config.algorithm, config_hash(config)).write_text("{}")
+    paths = superseded_paths("fedua", tmp_path / "old.yaml", root)
+    assert len(paths) == len(configs) == 2
+    kept = robustness_keys("fedua", tmp_path / "base.yaml")
+    assert {config_hash(config) for config in configs} <= kept  # the base's first variant is the old grid
+    assert {destination(p, root, "old", kept).parent.parent.name for p in paths} == {"robustness"}
+    assert {destination(p, root, "old", set()).parts[-4] for p in paths} == {"old"}
+    for path in paths:
+        destination(path, root, "old", kept).parent.mkdir(parents=True, exist_ok=True)
+        path.rename(destination(path, root, "old", kept))
+    assert all(stored_paths(config, root=root)[0].parent.parent.name == "robustness" for config in configs)

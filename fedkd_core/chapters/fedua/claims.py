@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .paper import paper_table1, paper_table2, paper_table3
+from .profiles import REDUCED_PROFILE
 from .records import reduced_profile_records
 from .tables import summary
 
@@ -17,6 +18,15 @@ METHOD_COLUMN = "method"
 
 # "All experiments are repeated more than five times": we assume 6 runs behind each mean ± spread.
 PAPER_RUNS = 6
+
+MODEL_TEXT = {"resnet8": "ResNet-8", "resnet32": "ResNet-32", "cnn5": "the 5-layer CNN"}
+
+
+def scale_text(params=REDUCED_PROFILE) -> str:
+    """The scale of ``params``' runs, for the Claims page ("reduced: ResNet-8, 10 clients, ...")."""
+    per_client = params.pool_size // params.num_clients
+    return (f"{params.profile}: {MODEL_TEXT.get(params.model, params.model)}, {params.num_clients} clients, "
+            f"up to {per_client:,} images each (a {params.pool_size:,}-image pool), {params.rounds} rounds")
 
 
 def observations(records) -> pd.DataFrame:
@@ -88,4 +98,4 @@ def ledger_rows(root=None) -> pd.DataFrame:
 
     records = reduced_profile_records(root)
     return judged_rows("FedUA", sys.modules[__package__], records, "fedua.html#verdict",
-                       "reduced: ResNet-8, 10 clients, up to 400 images each (a 4,000-image pool), 10 rounds", evidence(records))
+                       scale_text(), evidence(records))
