@@ -88,11 +88,11 @@ def test_superseding_a_profile_keeps_what_its_robustness_grid_still_reads(tmp_pa
     from fedkd_core.results import config_hash, filed_path, stored_paths
     from tools.supersede_records import destination, robustness_keys, superseded_paths
 
-    grid = "partitions: step\nalgorithms: fedavg,fedua\ntable1_ratios: ''\nrounds: 1\n"
+    grid = "partitions: step\nalgorithms: fedavg,fedua\ntable1_ratios: ''\nrounds: 2\n"
     (tmp_path / "old.yaml").write_text("profile: reduced\n" + grid)
     (tmp_path / "base.yaml").write_text("profile: robustness\n" + grid)
     configs = fedua.experiments(replace(fedua.Params(), profile="reduced", algorithms="fedavg,fedua",
-                                        table1_ratios="", rounds=1))
+                                        table1_ratios="", rounds=2))
     root = tmp_path / "results"
     for config in configs:
         filed_path(root, "reduced", config.algorithm, config_hash(config)).parent.mkdir(parents=True, exist_ok=True)
