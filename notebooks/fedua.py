@@ -180,7 +180,8 @@ open_choices = [
      "FedDF averages logits; FedBE distils averaged *probabilities*, sharpened — so our FedDF row is a hybrid of the two"),
     ("server step size", "unstated", f"lr {feddf_used.server_lr} on batch-mean KL",
      "FedBE divides its KL by the number of classes, so its effective step is ~10× smaller than ours"),
-    ("local lr schedule", "unstated", "constant", "FedBE decays the local lr ×0.1 at 30% and 60% of rounds; not reproduced"),
+    ("local lr schedule", "unstated", chapter.lr_schedule_text(params),
+     "FedBE (whose setup FedUA reuses) decays the local lr ×0.1 at 30% and 60% of the rounds"),
     ("sample selection rule", "BALD above a threshold \"empirically determined\" (§3.2)", "top SR by BALD",
      "no threshold value is given; Table 1 is indexed by the sample ratio SR, so we keep the top SR share"),
 ]
@@ -367,13 +368,14 @@ if maps:
     fig.suptitle(f"profile {record.profile}, round {record.final['round']}")
     fig.tight_layout()
     entropy = {key: np.mean(record.final[key]) for key in ("softmax_entropy", "density_entropy")}
+    feature_dim = chapter.feature_dimension(record.config["model"])
     display(Markdown(
         f"**Where our Fig. 11 contradicts the paper.** The paper's feature-density map is dark only on each client's "
         f"own classes; ours is dark almost everywhere: the mean posterior entropy is {entropy['density_entropy']:.3f} "
         f"nats against {entropy['softmax_entropy']:.3f} for the softmax (of at most {np.log(10):.2f}). As far as we can "
         "tell this is a property of the class models, not a plotting slip: the posterior is near one-hot (confident) "
         "even on classes the client never saw, which happens wherever one class Gaussian's log-density at a feature "
-        "exceeds the others' by several nats, as Gaussians in 64 dimensions readily do. The paper does not say how it "
+        f"exceeds the others' by several nats, as Gaussians in {feature_dim} dimensions (this run's features) readily do. The paper does not say how it "
         "regularised its covariances; with ten images per minor class in 64 dimensions, its minor-class covariances "
         "were rank-deficient and needed some regularisation."))
     jitter = record.final["gda_jitter"]
@@ -386,7 +388,8 @@ if maps:
 # ## Bytes per round
 #
 # Measured from the messages: every client downloads the global model; FedUA's clients also
-# upload their GDA (per class a 64-d mean and a 64 × 64 covariance in float32, plus counts).
+# upload their GDA (per class a d-dimensional mean and a d × d covariance in float32, plus counts; d = 84 for the
+# 5-layer CNN, 64 for the ResNets).
 
 # %% tags=["hide-input"]
 if len(history):

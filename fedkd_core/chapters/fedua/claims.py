@@ -45,6 +45,31 @@ def observations(records) -> pd.DataFrame:
         **{c: stats[c].to_numpy() for c in stats})
 
 
+def plateau_check(records, floor: float = 0.6) -> pd.DataFrame:
+    """What the reduced profile was designed to reach (issue 33): per Table 2 column, FedAvg's mean
+    final accuracy (%) over seeds beside the paper's and ``floor`` x the paper's, the mean late gain
+    of its runs (points over the last 20% of rounds; the convergence gate asks < 1, and a run without
+    one fails) and the fewest evaluations, from ``records`` (FedAvg, C = 1; a partition the paper's
+    Table 2 lacks has no paper value)."""
+    from ...verdicts import LATE_SHARE, MAX_LATE_GAIN, MIN_EVALUATIONS
+
+    runs = observations(records)
+    runs = runs[(runs.method == "fedavg") & (runs.participation == 1.0)]
+    paper = paper_table2().query("algorithm == 'fedavg'").set_index("partition")["mean"]
+    columns = ["partition", "seeds", "FedAvg (%)", "paper (%)", f"{floor:g} × paper", "reaches it",
+               f"mean late gain (points, last {LATE_SHARE:.0%})", f"below {MAX_LATE_GAIN:g}", "fewest evaluations",
+               f"≥ {MIN_EVALUATIONS}"]
+    rows = []
+    for partition, group in runs.groupby("partition", sort=False):
+        ours, theirs, gain = group.final.mean() * 100, paper.get(partition, np.nan), group.late_gain.mean(skipna=False)
+        rows.append({"partition": partition, "seeds": len(group), "FedAvg (%)": ours, "paper (%)": theirs,
+                     f"{floor:g} × paper": floor * theirs, "reaches it": bool(ours >= floor * theirs),
+                     f"mean late gain (points, last {LATE_SHARE:.0%})": gain, f"below {MAX_LATE_GAIN:g}": bool(gain < MAX_LATE_GAIN),
+                     "fewest evaluations": int(group.evaluations.min()),
+                     f"≥ {MIN_EVALUATIONS}": group.evaluations.min() >= MIN_EVALUATIONS})
+    return pd.DataFrame(rows, columns=columns)
+
+
 def paper_observations() -> pd.DataFrame:
     """Tables 1-3 in :func:`observations`' columns with the paper's mean and spread (%): Table 3's
     C = 1 column is Table 2's step column, and Table 1's ratio-1 cells are FedDF on all of U."""
