@@ -88,12 +88,12 @@ def test_a_yaml_header_states_the_measured_cost_of_its_own_records_per_machine()
 
 
 def test_a_redesign_is_not_counted_as_its_profile_until_it_replaces_it():
-    """reduced/redesign/fedua.yaml (cnn5, 40 rounds) is swept beside reduced/fedua.yaml (ResNet-8):
-    FedUA's reduced row must not sum the two designs' runs; its cost header is its own."""
-    reduced = card.profile_files("fedua")["reduced"]
-    assert [p.relative_to(card.PARAMS).as_posix() for p in reduced] == ["reduced/fedua.yaml"]
-    header = card.cost_header(card.PARAMS / "reduced" / "redesign" / "fedua.yaml")
-    assert "of 69 runs" in header[1]
+    """reduced/redesign/fedgmkd.yaml (50 rounds) is swept beside reduced/fedgmkd.yaml: FedGMKD's
+    reduced row must not sum the two designs' runs; its cost header is its own."""
+    reduced = card.profile_files("fedgmkd")["reduced"]
+    assert [p.relative_to(card.PARAMS).as_posix() for p in reduced] == ["reduced/fedgmkd.yaml"]
+    header = card.cost_header(card.PARAMS / "reduced" / "redesign" / "fedgmkd.yaml")
+    assert "of 123 runs" in header[1]
 
 
 def test_the_hyperparameter_table_gives_each_profile_its_own_column_and_merges_a_profile_in_two_roles():

@@ -513,3 +513,10 @@ def test_jitter_counts_are_client_fits_per_profile_partition_and_jitter():
     assert counts.values.tolist() == [["reduced", "dir0.1", 1e-6, 2], ["reduced", "step", 0.0, 3],
                                       ["reduced", "step", 1e-6, 1]]
     assert chapter.jitter_counts([]).empty
+
+
+def test_the_local_lr_schedule_is_named_with_the_rounds_it_decays_at():
+    assert chapter.lr_schedule_text(replace(chapter.Params(), rounds=40, local_lr_decay="0.3,0.6")) == \
+        "×0.1 at rounds 13 and 25 of 40 (30% and 60% of the rounds)"
+    assert chapter.lr_schedule_text(replace(chapter.Params(), rounds=2, local_lr_decay="0.3,0.6")).startswith("×0.1 at round 2 of 2")
+    assert chapter.lr_schedule_text(replace(chapter.Params(), local_lr_decay="")) == "constant"

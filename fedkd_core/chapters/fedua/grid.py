@@ -59,7 +59,7 @@ class Params:
     table1_ratios: str = "0.5"
     table1_selections: str = "random,bald"
     seeds: int = 1
-    model: str = "resnet8"
+    model: str = "cnn5"
     num_clients: int = 4
     pool_size: int = 400
     transfer_size: int = 100
@@ -68,7 +68,7 @@ class Params:
     local_epochs: int = 1
     batch_size: int = 32
     lr: float = 0.01
-    local_lr_decay: str = ""  # fractions of the rounds at which the local lr is multiplied by 0.1, e.g. "0.3,0.6" (FedBE's setup); "" keeps it constant
+    local_lr_decay: str = "0.3,0.6"  # fractions of the rounds at which the local lr is multiplied by 0.1, e.g. "0.3,0.6" (FedBE's setup); "" keeps it constant
     momentum: float = 0.9
     weight_decay: float = 2e-4
     augment: str = "crop_flip"
@@ -122,6 +122,16 @@ class Params:
 
     def decay_fractions(self) -> list[float]:
         return parse_list(self.local_lr_decay, float, "local_lr_decay") if str(self.local_lr_decay).strip() else []
+
+
+def lr_schedule_text(params: Params) -> str:
+    """The local lr schedule of ``params`` in words: "constant", or "×0.1 at rounds 13 and 25 of 40"."""
+    fractions = params.decay_fractions()
+    if not fractions:
+        return "constant"
+    at = [str(r) for r in decay_rounds(fractions, params.rounds) if r <= params.rounds]
+    shares = " and ".join(f"{f:.0%}" for f in fractions)
+    return f"×0.1 at round{'s' * (len(at) > 1)} {' and '.join(at)} of {params.rounds} ({shares} of the rounds)"
 
 
 def algorithm_params(params: Params, algorithm: str, **extra) -> dict:
