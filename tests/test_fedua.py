@@ -493,8 +493,8 @@ def test_the_split_table_has_a_row_per_profile_shown_that_runs_a_step_split():
     assert list(chapter.profiles_shown(chapter.REDUCED_PROFILE)) == ["reduced (this page's profile)"]
     table = chapter.step_checks(profiles).set_index("profile")
     quick_row, reduced_row = table.loc["quick (this page's profile)"], table.loc["reduced (the committed records)"]
-    assert quick_row["per client"].endswith("–100") and reduced_row["per client"].endswith("–400")  # pool / clients
-    assert reduced_row["minor images"] == "0–1"
+    assert quick_row["per client"].endswith("–100") and reduced_row["per client"].endswith("–2000")  # pool / clients
+    assert reduced_row["minor images"] == "0–5"
     no_step = replace(chapter.Params(), profile="other", partitions="dir0.5")
     assert chapter.step_checks({"other": no_step}).empty
     assert chapter.partition_names(replace(chapter.Params(), partitions="step, dir0.1")) == ["step", "dir0.1"]
@@ -520,3 +520,23 @@ def test_the_local_lr_schedule_is_named_with_the_rounds_it_decays_at():
         "×0.1 at rounds 13 and 25 of 40 (30% and 60% of the rounds)"
     assert chapter.lr_schedule_text(replace(chapter.Params(), rounds=2, local_lr_decay="0.3,0.6")).startswith("×0.1 at round 2 of 2")
     assert chapter.lr_schedule_text(replace(chapter.Params(), local_lr_decay="")) == "constant"
+
+
+def test_the_plateau_check_reads_fedavg_at_full_participation_against_the_papers_table_2():
+    def record(partition, curve, seed=0, algorithm="fedavg", participation=1.0):
+        params = replace(chapter.Params(), partitions=partition, rounds=len(curve))
+        config = chapter.run_config(params, algorithm, partition, participation, seed)
+        history = [{"round": r + 1, "global_acc": a} for r, a in enumerate(curve)]
+        return SimpleNamespace(config=config.resolved(), profile="reduced", history=history,
+                               final=history[-1], environment={})
+
+    flat, rising = [0.40] * 10, [0.30 + 0.02 * r for r in range(10)]  # rising: +2 points a round at the end
+    records = [record("step", flat), record("step", [0.42] * 10, seed=1), record("dir0.1", rising),
+               record("step", rising, algorithm="feddf"), record("step", rising, participation=0.4)]
+    check = chapter.plateau_check(records).set_index("partition")
+    assert check.loc["step", "seeds"] == 2 and check.loc["step", "FedAvg (%)"] == pytest.approx(41.0)
+    assert check.loc["step", "0.6 × paper"] == pytest.approx(0.6 * 62.6) and check.loc["step", "reaches it"]
+    assert check.loc["step", "below 1"] and not check.loc["dir0.1", "below 1"]  # only FedAvg at C = 1 is read
+    assert check.loc["dir0.1", "fewest evaluations"] == 10 and check.loc["dir0.1", "≥ 10"]
+    assert not chapter.plateau_check(records, floor=0.7).set_index("partition").loc["step", "reaches it"]  # 41 < 43.8
+    assert chapter.plateau_check([]).empty

@@ -19,7 +19,7 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 """
 
 from .claims import (EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, claim_effects, effects_of, ledger_rows, observations,
-                     paper_observations)
+                     paper_observations, plateau_check)
 from .grid import (METHODS, SELECTION_NAMES, Params, algorithm_params, data_config, experiments, lr_schedule_text,
                    parse_partition, partition_name, run_config, table1_config, table1_grid, table2_grid, table3_grid)
 from .paper import (derived_rows, paper_changes, paper_table1, paper_table2, paper_table3, printed_check,
@@ -35,7 +35,7 @@ __all__ = [
     "ROBUSTNESS_BASE", "SCALE_FIELDS", "SELECTION_NAMES", "Params", "algorithm_params", "cell_of", "claim_effects",
     "data_config", "derived_rows", "effects_of", "experiments", "experiments_to_run", "history_frame",
     "jitter_counts", "ledger_rows", "lr_schedule_text", "method_differences", "observations", "paper_changes", "paper_observations",
-    "paper_table1", "paper_table2", "paper_table3", "parse_partition", "partition_name", "partition_names",
+    "paper_table1", "paper_table2", "paper_table3", "parse_partition", "plateau_check", "partition_name", "partition_names",
     "printed_check", "profiles_shown", "reduced_profile_records", "relative_changes", "rounds_to", "run_config",
     "step_check", "step_checks", "summary", "table1_config", "table1_grid", "table1_rows", "table2_grid",
     "table2_rows", "table3_grid", "table3_rows",

@@ -45,6 +45,31 @@ def observations(records) -> pd.DataFrame:
         **{c: stats[c].to_numpy() for c in stats})
 
 
+def plateau_check(records, floor: float = 0.6) -> pd.DataFrame:
+    """What the reduced profile was designed to reach (issue 33): per Table 2 column, FedAvg's mean
+    final accuracy (%) over seeds beside the paper's and ``floor`` x the paper's, the largest late
+    gain of its runs (points over the last 20% of rounds; the convergence gate asks < 1 on the mean)
+    and the fewest evaluations, from ``records`` (FedAvg, C = 1)."""
+    from ...verdicts import LATE_SHARE, MAX_LATE_GAIN, MIN_EVALUATIONS
+
+    runs = observations(records)
+    runs = runs[(runs.method == "fedavg") & (runs.participation == 1.0)]
+    paper = paper_table2().query("algorithm == 'fedavg'").set_index("partition")["mean"]
+    columns = ["partition", "seeds", "FedAvg (%)", "paper (%)", f"{floor:g} × paper", "reaches it",
+               f"mean late gain (points, last {LATE_SHARE:.0%})", f"below {MAX_LATE_GAIN:g}", "fewest evaluations",
+               f"≥ {MIN_EVALUATIONS}"]
+    rows = []
+    for partition, group in runs.groupby("partition", sort=False):
+        ours = group.final.mean() * 100
+        rows.append({"partition": partition, "seeds": len(group), "FedAvg (%)": ours, "paper (%)": paper[partition],
+                     f"{floor:g} × paper": floor * paper[partition], "reaches it": ours >= floor * paper[partition],
+                     f"mean late gain (points, last {LATE_SHARE:.0%})": group.late_gain.mean(),
+                     f"below {MAX_LATE_GAIN:g}": group.late_gain.mean() < MAX_LATE_GAIN,
+                     "fewest evaluations": int(group.evaluations.min()),
+                     f"≥ {MIN_EVALUATIONS}": group.evaluations.min() >= MIN_EVALUATIONS})
+    return pd.DataFrame(rows, columns=columns)
+
+
 def paper_observations() -> pd.DataFrame:
     """Tables 1-3 in :func:`observations`' columns with the paper's mean and spread (%): Table 3's
     C = 1 column is Table 2's step column, and Table 1's ratio-1 cells are FedDF on all of U."""
