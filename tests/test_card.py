@@ -99,17 +99,19 @@ def test_a_redesign_is_not_counted_as_its_profile_until_it_replaces_it():
 def test_the_hyperparameter_table_gives_each_profile_its_own_column_and_merges_a_profile_in_two_roles():
     from dataclasses import dataclass
 
+    from fedkd_core.chapters.datafiles import profile_columns
+
     @dataclass(frozen=True)
     class Params:
         profile: str
         epochs: int
 
     reduced, quick = Params("reduced", 5), Params("quick", 2)
-    columns = card.profile_columns([(reduced, "records in the tables"), (reduced, "verdicts"), (quick, "this page")])
+    columns = profile_columns([(reduced, "records in the tables"), (reduced, "verdicts"), (quick, "this page")])
     assert list(columns) == ["reduced profile (records in the tables; verdicts)", "quick profile (this page)"]
     rows = [card.Setting("local epochs E", 5, lambda p: p.epochs, "§IV-A")]
     table = card.settings_table(rows, columns)
     assert list(table.columns) == ["parameter", "paper", *columns, "source"]
     assert table.iloc[0].tolist() == ["local epochs E", 5, 5, 2, "§IV-A"]
-    alone = card.profile_columns([(reduced, "records"), (Params("reduced", 5), "this page")])
+    alone = profile_columns([(reduced, "records"), (Params("reduced", 5), "this page")])
     assert list(alone) == ["reduced profile (records; this page)"]

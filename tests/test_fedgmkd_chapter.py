@@ -254,9 +254,9 @@ def test_table5_sets_beside_the_paper_only_settings_other_than_table_1s():
 def test_the_settings_table_has_a_column_per_profile_shown():
     quick = chapter.Params(**yaml.safe_load((ROOT / "notebooks" / "params" / "quick" / "fedgmkd.yaml").read_text()))
     profiles = chapter.profiles_shown(quick)
-    assert list(profiles) == ["quick (this page's profile)", "reduced (the committed records)"]
-    assert profiles["reduced (the committed records)"] is chapter.REDUCED_PROFILE
-    assert list(chapter.profiles_shown(chapter.REDUCED_PROFILE)) == ["reduced (this page's profile)"]
+    assert list(profiles) == ["quick profile (this page)", "reduced profile (the committed records)"]
+    assert profiles["reduced profile (the committed records)"] is chapter.REDUCED_PROFILE
+    assert list(chapter.profiles_shown(chapter.REDUCED_PROFILE)) == ["reduced profile (this page; the committed records)"]
     table = chapter.settings_table(profiles).set_index("method")
     assert table.columns.tolist() == [*profiles, "source"]
     shared = table.loc["shared"]

@@ -489,10 +489,10 @@ def test_the_split_table_has_a_row_per_profile_shown_that_runs_a_step_split():
     quick = chapter.Params(**yaml.safe_load((Path(__file__).resolve().parents[1] / "notebooks/params/quick/fedua.yaml")
                                             .read_text()))
     profiles = chapter.profiles_shown(quick)
-    assert list(profiles) == ["quick (this page's profile)", "reduced (the committed records)"]
-    assert list(chapter.profiles_shown(chapter.REDUCED_PROFILE)) == ["reduced (this page's profile)"]
+    assert list(profiles) == ["quick profile (this page)", "reduced profile (the committed records)"]
+    assert list(chapter.profiles_shown(chapter.REDUCED_PROFILE)) == ["reduced profile (this page; the committed records)"]
     table = chapter.step_checks(profiles).set_index("profile")
-    quick_row, reduced_row = table.loc["quick (this page's profile)"], table.loc["reduced (the committed records)"]
+    quick_row, reduced_row = table.loc["quick profile (this page)"], table.loc["reduced profile (the committed records)"]
     assert quick_row["per client"].endswith("–100") and reduced_row["per client"].endswith("–2000")  # pool / clients
     assert reduced_row["minor images"] == "0–5"
     no_step = replace(chapter.Params(), profile="other", partitions="dir0.5")

@@ -94,20 +94,9 @@ class Setting:
     source: str
 
 
-def profile_columns(roles: list[tuple[Any, str]]) -> dict[str, Any]:
-    """The columns of a :func:`settings_table`, header → ``Params``, from (``Params``, role) pairs
-    such as (the reduced profile, "the records in the tables") and (the page's params, "this page's
-    run"): one column per distinct ``Params``, headed "<profile> profile (<role>)"; the same
-    ``Params`` given twice is one column that names both roles."""
-    merged: dict[Any, list[str]] = {}
-    for params, role in roles:
-        merged.setdefault(params, []).append(role)
-    return {f"{params.profile} profile ({'; '.join(named)})": params for params, named in merged.items()}
-
-
 def settings_table(settings: list[Setting], columns: dict[str, Any]) -> pd.DataFrame:
     """One row per :class:`Setting`: its parameter, the paper's value, each column's value (a
-    column per entry of ``columns``, header → ``Params``, as :func:`profile_columns` gives them)
+    column per entry of ``columns``, header → ``Params``, as :func:`.datafiles.profile_columns` gives them)
     and the source. Show it with ``tables.show(table, settings=["paper", *columns])``."""
     rows = [{"parameter": setting.parameter, "paper": setting.paper,
              **{header: setting.read(params) for header, params in columns.items()}, "source": setting.source}

@@ -19,6 +19,7 @@ Both are package data (``pyproject.toml``), so a package installed from a wheel 
 from __future__ import annotations
 
 from importlib import resources
+from typing import Any
 
 import pandas as pd
 import yaml
@@ -41,14 +42,22 @@ def profile(params_class: type, path: str):
     return chapter_params(params_class, yaml.safe_load(text) or {})
 
 
+def profile_columns(roles: list[tuple[Any, str]]) -> dict[str, Any]:
+    """Profiles by heading, from (``Params``, role) pairs such as (the reduced profile, "the
+    committed records") and (the page's params, "this page"): one entry per distinct ``Params``,
+    headed "<profile> profile (<role>)"; the same ``Params`` given twice is one entry naming both
+    roles. Every chapter heads its per-profile tables and figures this way."""
+    merged: dict[Any, list[str]] = {}
+    for params, role in roles:
+        merged.setdefault(params, []).append(role)
+    return {f"{params.profile} profile ({'; '.join(named)})": params for params, named in merged.items()}
+
+
 def profiles_shown(params, records):
-    """The profiles behind what a chapter shows, by heading: ``params``, the page's own profile,
-    and, unless it is that profile, ``records``, the reference profile whose committed records the
-    results tables show in every profile."""
-    shown = {f"{params.profile} (this page's profile)": params}
-    if params.profile != records.profile:
-        shown[f"{records.profile} (the committed records)"] = records
-    return shown
+    """The profiles behind what a chapter shows, by heading (:func:`profile_columns`): ``params``,
+    the page's own profile, and ``records``, the reference profile whose committed records the
+    results tables show in every profile (one entry when the page runs that profile itself)."""
+    return profile_columns([(params, "this page"), (records, "the committed records")])
 
 
 def is_reference_profile(path) -> bool:

@@ -11,7 +11,8 @@ import pandas as pd
 
 from ...algorithms import algorithm_config
 from ...precision import check_mixed_precision, precision_name
-from ..card import Setting, profile_columns, settings_table
+from ..card import Setting, settings_table
+from ..datafiles import profile_columns
 from .grid import Params, algorithm_params, images_text, scenarios_text
 from .profiles import REDUCED_PROFILE
 
@@ -94,7 +95,7 @@ TRAINING_SETTINGS = [
 def settings_columns(params: Params, verdicts: Params) -> dict[str, Params]:
     """The profiles whose values the table gives: the reduced profile (its committed records fill
     the tables), ``verdicts`` (the profile the verdicts rest on, :func:`~.claims.verdict_basis`) and
-    this page's ``params``; a profile in several roles is one column (:func:`card.profile_columns`)."""
+    this page's ``params``; a profile in several roles is one column (:func:`datafiles.profile_columns`)."""
     return profile_columns([(REDUCED_PROFILE, "records in the tables"), (verdicts, "verdicts"),
                             (params, "this page's own runs")])
 
