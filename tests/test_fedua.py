@@ -518,7 +518,10 @@ def test_jitter_counts_are_client_fits_per_profile_partition_and_jitter():
 def test_the_local_lr_schedule_is_named_with_the_rounds_it_decays_at():
     assert chapter.lr_schedule_text(replace(chapter.Params(), rounds=40, local_lr_decay="0.3,0.6")) == \
         "×0.1 at rounds 13 and 25 of 40 (30% and 60% of the rounds)"
-    assert chapter.lr_schedule_text(replace(chapter.Params(), rounds=2, local_lr_decay="0.3,0.6")).startswith("×0.1 at round 2 of 2")
+    assert chapter.lr_schedule_text(replace(chapter.Params(), rounds=2, local_lr_decay="0.3,0.6")) == \
+        "×0.1 at round 2 of 2 (30% of the rounds)"  # the 60% decay would come at round 3
+    assert chapter.lr_schedule_text(replace(chapter.Params(), rounds=5, local_lr_decay="0.9")) == \
+        "constant (its decays, at 90% of the rounds, fall after the last round)"
     assert chapter.lr_schedule_text(replace(chapter.Params(), local_lr_decay="")) == "constant"
 
 
@@ -539,4 +542,21 @@ def test_the_plateau_check_reads_fedavg_at_full_participation_against_the_papers
     assert check.loc["step", "below 1"] and not check.loc["dir0.1", "below 1"]  # only FedAvg at C = 1 is read
     assert check.loc["dir0.1", "fewest evaluations"] == 10 and check.loc["dir0.1", "≥ 10"]
     assert not chapter.plateau_check(records, floor=0.7).set_index("partition").loc["step", "reaches it"]  # 41 < 43.8
+    late = "mean late gain (points, last 20%)"
+    two = chapter.plateau_check([record("dir0.5", rising), record("dir0.5", flat, seed=1)]).set_index("partition")
+    assert two.loc["dir0.5", late] == pytest.approx((4.0 + 0.0) / 2)  # the mean over seeds, not the largest
     assert chapter.plateau_check([]).empty
+
+
+def test_the_quick_profile_and_the_defaults_run_the_reduced_profiles_method():
+    """So that they show the committed reduced records instead of rerunning their cells; the paper
+    profile differs only in the network."""
+    from fedkd_core.chapters.datafiles import profile
+
+    assert chapter.method_differences(chapter.Params()) == []
+    assert chapter.method_differences(profile(chapter.Params, "quick/fedua.yaml")) == []
+    assert chapter.method_differences(profile(chapter.Params, "paper/fedua.yaml")) == ["model"]
+
+
+def test_the_gda_feature_width_is_read_from_the_network():
+    assert chapter.feature_dimension("cnn5") == 84 and chapter.feature_dimension("resnet32") == 64

@@ -110,3 +110,5 @@ def test_superseding_a_profile_keeps_what_its_robustness_grid_still_reads(tmp_pa
         destination(path, root, "old", kept).parent.mkdir(parents=True, exist_ok=True)
         path.rename(destination(path, root, "old", kept))
     assert all(stored_paths(config, root=root)[0].parent.parent.name == "robustness" for config in configs)
+    with pytest.raises(ValueError, match="none of the 2 runs"):  # a yaml that describes no committed record
+        superseded_paths("fedua", tmp_path / "old.yaml", root)

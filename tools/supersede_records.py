@@ -8,6 +8,9 @@ Every record (and ``.diverged.json``) of the grid ``OLD_YAML`` describes, under
 name unchanged; nothing reads it there (a lookup reads only the profiles' own folders), git keeps
 its history, and moving it back restores it.
 
+``OLD_YAML`` may be the committed yaml before it is replaced or a copy anywhere; a copy must pin
+every field whose default the redesign changed (FedUA's: ``results/superseded/fedua_resnet8/fedua.yaml``).
+
 A robustness grid that stays on the old design reads some of those records (its first variant is
 the old profile's grid): ``--keep-robustness notebooks/params/robustness/CHAPTER.yaml`` moves the
 records that grid needs to ``results/robustness/<algorithm>/`` instead, where it still finds them
@@ -20,6 +23,9 @@ import argparse
 import shutil
 from pathlib import Path
 
+import yaml
+
+from fedkd_core.chapters import chapter_module, chapter_params
 from fedkd_core.results import DIVERGED_SUFFIX, RECORD_SUFFIX, config_hash, filed_path, results_dir
 from fedkd_core.sweep import load_grid
 
@@ -27,11 +33,19 @@ SUFFIXES = (RECORD_SUFFIX, DIVERGED_SUFFIX)
 
 
 def superseded_paths(chapter: str, old_yaml: Path, root: Path) -> list[Path]:
-    """The committed record files of ``old_yaml``'s grid under ``root``."""
-    params, configs = load_grid(chapter, old_yaml)
+    """The committed record files of ``old_yaml``'s whole grid under ``root`` (the yaml may lie
+    anywhere: a copy of the old profile, every field the chapter's defaults have since changed
+    pinned). A grid none of whose records is found is a ValueError: the yaml does not describe them."""
+    module = chapter_module(chapter)
+    params = chapter_params(module.Params, yaml.safe_load(Path(old_yaml).read_text()) or {})
+    configs = module.experiments(params)
     paths = {filed_path(root, params.profile, config.algorithm, config_hash(config), suffix)
              for config in configs for suffix in SUFFIXES}
-    return sorted(path for path in paths if path.exists())
+    found = sorted(path for path in paths if path.exists())
+    if not found:
+        raise ValueError(f"none of the {len(configs)} runs of {old_yaml} has a record under {root / params.profile}: "
+                         "does the yaml pin every field whose default has changed since those runs?")
+    return found
 
 
 def robustness_keys(chapter: str, robustness_yaml: Path | None) -> set[str]:
@@ -62,6 +76,8 @@ def main() -> None:
     args = parser.parse_args()
     root = results_dir()
     kept = robustness_keys(args.chapter, args.keep_robustness)
+    if args.keep_robustness and not kept & {p.name.split(".")[0] for p in superseded_paths(args.chapter, args.old_yaml, root)}:
+        raise SystemExit(f"--keep-robustness {args.keep_robustness}: its grid reads none of these records")
     paths = superseded_paths(args.chapter, args.old_yaml, root)
     for path in paths:
         target = destination(path, root, args.name, kept)

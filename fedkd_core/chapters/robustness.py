@@ -8,7 +8,9 @@ A chapter that takes part defines, as data:
 * ``observations(records)`` and ``effects_of(frame, value)``: the runs as rows and, per (cell,
   seed), one column per claim holding the claim's effect (e.g. KnFu's ALMA minus FedMD's), positive
   where the claim is true (:mod:`fedkd_core.chapters.ledger`); ``ROBUSTNESS_AT_PAPER_SCALE`` when
-  the base runs at the paper's own round budget (the convergence gate then notes, not excludes).
+  the base runs at the paper's own round budget (the convergence gate then notes, not excludes);
+  ``ROBUSTNESS_BASE_NOTE``, a sentence shown with the grid, when the base is not at the scale of
+  the chapter's verdicts (FedUA's, on its first reduced design).
 
 The grid of all variants runs through the resumable sweep
 (``python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness``,
@@ -421,7 +423,9 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     from .. import tables
     from ..verdicts import MACHINE_DRIFT, effect_drift
 
-    display(Markdown(f"**{name}**: {len(module.ROBUSTNESS)} variants around `notebooks/params/robustness/{name}.yaml`"))
+    base_note = getattr(module, "ROBUSTNESS_BASE_NOTE", "")  # where the base is not the chapter's own profile
+    display(Markdown(f"**{name}**: {len(module.ROBUSTNESS)} variants around `notebooks/params/robustness/{name}.yaml`"
+                     + (f". {base_note}" if base_note else "")))
     tables.show(variants_frame(module))
     records = records_by_variant(module, module.ROBUSTNESS_BASE, root)
     divergences = divergences_by_variant(module, module.ROBUSTNESS_BASE, root)

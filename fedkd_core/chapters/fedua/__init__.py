@@ -20,20 +20,21 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 
 from .claims import (EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, claim_effects, effects_of, ledger_rows, observations,
                      paper_observations, plateau_check)
-from .grid import (METHODS, SELECTION_NAMES, Params, algorithm_params, data_config, experiments, lr_schedule_text,
+from .grid import (METHODS, SELECTION_NAMES, Params, algorithm_params, data_config, experiments, feature_dimension,
+                   lr_schedule_text,
                    parse_partition, partition_name, run_config, table1_config, table1_grid, table2_grid, table3_grid)
 from .paper import (derived_rows, paper_changes, paper_table1, paper_table2, paper_table3, printed_check,
                     relative_changes, rounds_to)
 from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE, profiles_shown
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, reduced_profile_records
-from .robustness import ROBUSTNESS
+from .robustness import ROBUSTNESS, ROBUSTNESS_BASE_NOTE
 from .tables import (history_frame, jitter_counts, partition_names, step_check, step_checks, summary, table1_rows,
                      table2_rows, table3_rows)
 
 __all__ = [
-    "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "PAPER_RUNS", "REDUCED_PROFILE", "ROBUSTNESS",
+    "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "PAPER_RUNS", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE_NOTE",
     "ROBUSTNESS_BASE", "SCALE_FIELDS", "SELECTION_NAMES", "Params", "algorithm_params", "cell_of", "claim_effects",
-    "data_config", "derived_rows", "effects_of", "experiments", "experiments_to_run", "history_frame",
+    "data_config", "derived_rows", "effects_of", "experiments", "feature_dimension", "experiments_to_run", "history_frame",
     "jitter_counts", "ledger_rows", "lr_schedule_text", "method_differences", "observations", "paper_changes", "paper_observations",
     "paper_table1", "paper_table2", "paper_table3", "parse_partition", "plateau_check", "partition_name", "partition_names",
     "printed_check", "profiles_shown", "reduced_profile_records", "relative_changes", "rounds_to", "run_config",

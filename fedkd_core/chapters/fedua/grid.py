@@ -124,14 +124,24 @@ class Params:
         return parse_list(self.local_lr_decay, float, "local_lr_decay") if str(self.local_lr_decay).strip() else []
 
 
+def feature_dimension(model: str) -> int:
+    """The width of ``model``'s penultimate features on CIFAR-10, where FedUA fits its GDA (cnn5: 84,
+    the CIFAR ResNets: 64)."""
+    from ...models import MODELS, InputShape
+
+    return MODELS[model](InputShape(3, 32, 10)).head.in_features
+
+
 def lr_schedule_text(params: Params) -> str:
     """The local lr schedule of ``params`` in words: "constant", or "×0.1 at rounds 13 and 25 of 40"."""
     fractions = params.decay_fractions()
     if not fractions:
         return "constant"
-    at = [str(r) for r in decay_rounds(fractions, params.rounds) if r <= params.rounds]
-    shares = " and ".join(f"{f:.0%}" for f in fractions)
-    return f"×0.1 at round{'s' * (len(at) > 1)} {' and '.join(at)} of {params.rounds} ({shares} of the rounds)"
+    fired = [(r, f) for r, f in zip(decay_rounds(fractions, params.rounds), sorted(fractions)) if r <= params.rounds]
+    if not fired:
+        return f"constant (its decays, at {' and '.join(f'{f:.0%}' for f in fractions)} of the rounds, fall after the last round)"
+    rounds, shares = (" and ".join(text) for text in zip(*[(str(r), f"{f:.0%}") for r, f in fired]))
+    return f"×0.1 at round{'s' * (len(fired) > 1)} {rounds} of {params.rounds} ({shares} of the rounds)"
 
 
 def algorithm_params(params: Params, algorithm: str, **extra) -> dict:
