@@ -343,14 +343,14 @@ def test_a_profiles_scale_is_read_from_its_params():
 def test_the_hyperparameter_table_gives_the_records_profile_beside_this_pages():
     quick = chapter.Params(profile="quick", local_epochs=2)
     table = chapter.hyperparameter_table(quick, chapter.REDUCED_PROFILE).set_index("parameter")
-    records, page = "reduced profile (records in the tables; verdicts)", "quick profile (this page's own runs)"
+    records, page = "reduced profile (the committed records; verdicts)", "quick profile (this page)"
     assert list(table.columns) == ["paper", records, page, "source"]
     assert table.loc["local epochs E", [records, page]].tolist() == [chapter.REDUCED_PROFILE.local_epochs, 2]
     assert table.loc["gamma", [records, page]].tolist() == [chapter.REDUCED_PROFILE.gamma, quick.gamma]
     assert {f.name for f in fields(algorithm_config("fedckd", {}))} <= set(table.index)
     paper_verdicts = chapter.hyperparameter_table(chapter.REDUCED_PROFILE, chapter.PAPER_FMNIST100)
     assert [c for c in paper_verdicts.columns if "profile" in c] == [
-        "reduced profile (records in the tables; this page's own runs)", "paper profile (verdicts)"]
+        "reduced profile (the committed records; this page)", "paper profile (verdicts)"]
 
 
 def test_forgetting_is_told_with_the_client_rounds_on_both_sides_and_as_a_demonstration():

@@ -96,8 +96,8 @@ def settings_columns(params: Params, verdicts: Params) -> dict[str, Params]:
     """The profiles whose values the table gives: the reduced profile (its committed records fill
     the tables), ``verdicts`` (the profile the verdicts rest on, :func:`~.claims.verdict_basis`) and
     this page's ``params``; a profile in several roles is one column (:func:`datafiles.profile_columns`)."""
-    return profile_columns([(REDUCED_PROFILE, "records in the tables"), (verdicts, "verdicts"),
-                            (params, "this page's own runs")])
+    return profile_columns([(REDUCED_PROFILE, "the committed records"), (verdicts, "verdicts"),
+                            (params, "this page")])
 
 
 def hyperparameter_table(params: Params, verdicts: Params) -> pd.DataFrame:
