@@ -111,8 +111,8 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # best of the methods run" every method run (a method is read where moving its accuracy far above
 # or below the others' changes the effect).
 # On a reduced profile a cell that fails is left out and a claim with no cell left is *untested
-# at this scale*, with the reason: first a cell evaluated fewer than 10 times (FedUA's reduced
-# profile evaluates 5 times), then the methods still rising. At the paper's own
+# at this scale*, with the reason: first a cell evaluated fewer than 10 times (FedUA's robustness
+# grid, on its first reduced design, evaluates 5 times), then the methods still rising. At the paper's own
 # round budget (KnFu, FedCKD's paper-scale column) a method still rising is the paper's protocol,
 # so the cell counts and the note says how many were still rising.
 #

@@ -35,7 +35,7 @@ participations = "1.0"
 table1_ratios = "0.5"
 table1_selections = "random,bald"
 seeds = 1
-model = "resnet8"
+model = "cnn5"
 num_clients = 4
 pool_size = 400
 transfer_size = 100
@@ -44,7 +44,7 @@ rounds = 2
 local_epochs = 1
 batch_size = 32
 lr = 0.01
-local_lr_decay = ""
+local_lr_decay = "0.3,0.6"
 momentum = 0.9
 weight_decay = 0.0002
 augment = "crop_flip"
@@ -107,7 +107,7 @@ verdict_rows = ledger.verdict_box(chapter)
 # | **Data** | CIFAR-10: client images and a disjoint unlabelled server set U in the paper's 4 : 1 ratio; the whole CIFAR-10 test set scores the global model |
 # | **Partitions** | FedBE's step (2 major classes per client, 98% of its images), Dir(0.1), Dir(0.5) |
 # | **Metric** | accuracy of the global (student) model on the test set after the last round, mean ± std over seeds |
-# | **Profiles** | smoke (defaults below, seconds, CI); quick (`make book`); **reduced** (ResNet-8, 4,000 + 1,000 images, 10 rounds of 3 + 3 epochs, 3 seeds: its records are committed and shown in every profile); paper (ResNet-32, 40,000 + 10,000 images, 40 rounds of 20 + 20 epochs, 5 seeds: GPU work) |
+# | **Profiles** | smoke (defaults below, seconds, CI); quick (`make book`); **reduced** (the 5-layer CNN, 20,000 + 5,000 images, 40 rounds of 2 + 1 epochs with FedBE's local lr decay, evaluated every round, 3 seeds: its records are committed and shown in every profile); paper (ResNet-32, 40,000 + 10,000 images, 40 rounds of 20 + 20 epochs, 5 seeds: GPU work) |
 
 # %% [markdown]
 # ## Reproduce this chapter
@@ -151,8 +151,8 @@ tables.show(report.parameters_table(params))
 # **What is reconstructed.** Eqs. 1, 2a and 2b were lost in the paper's text extraction (the
 # prose survives: "Gaussian discriminant analysis for each client", "normalised density"). The
 # GDA fit and mixture density follow DDU (Mukhoti et al.), which the paper builds on; the
-# normalisation across teachers is our reading of "normalised". With features in 64
-# dimensions, densities of different teachers differ by many nats, so these weights are close
+# normalisation across teachers is our reading of "normalised". With features in 84
+# dimensions (the 5-layer CNN's; 64 for the paper's ResNet-32), densities of different teachers differ by many nats, so these weights are close
 # to one-hot — the diagnostics below measure how close. The GDA needs care where a client has
 # few images of a class: a class with one image takes the client's pooled covariance, and one
 # jitter (the smallest of $0, 10^{-12}, \dots, 1$ times the mean feature variance that makes every
@@ -237,21 +237,39 @@ print(f"{len(runs)} runs of this profile ({params.profile}), {len(reduced_record
 # ## Table 2: accuracy under different partitions
 #
 # Global accuracy after the last round (%), C = 1, beside the paper's (ResNet-32, 40 rounds).
-# Our reduced runs train a smaller network on a tenth of the data for a quarter of the rounds,
-# so their accuracies are far below the paper's; what can be compared is the *ordering* of the
-# methods and the relative changes below. Methods are only ever compared within one profile:
-# a row says which profile, how many seeds and how many rounds produced it.
+# Our reduced runs train a smaller network on half the data with far fewer epochs per round, so
+# their accuracies are below the paper's; what can be compared is the *ordering* of the methods
+# and the relative changes below. Methods are only ever compared within one profile: a row says
+# which profile, how many seeds and how many rounds produced it.
 #
-# **What the reduced profile changes.** ResNet-8 (78k parameters) for ResNet-32 (0.46M); 4,000
-# client and 1,000 server images for 40,000 and 10,000 (the 4 : 1 ratio kept); 10 rounds of 3 local
-# and 3 server epochs for 40 rounds of 20 and 20; 3 seeds for "more than five". The step split
-# keeps 98% of each client's images in its two majors, so a minor class has at most one image per
-# client (the paper's clients have 10; the table under the splits gives the counts): every minor
-# class's GDA covariance is then the client's pooled one, and the density weighting works on
-# coarser class models than the paper's.
-# With 10 images per minor class and 64-d features, the paper's minor-class covariances were
-# rank-deficient and needed a regularisation the paper does not state; the diagnostics below
-# count the jitter each of our fits needed.
+# **What the reduced profile keeps and changes.** It keeps the paper's 40 rounds, 10 clients, the
+# three splits, the 4 : 1 ratio of client to server images, the optimisers and FedBE's local lr
+# schedule (×0.1 at 30% and 60% of the rounds), and evaluates every round, so the convergence gate
+# can read each run's last 20%. It changes the network (the 5-layer CNN, 62k parameters, for
+# ResNet-32's 0.46M), the data (20,000 client and 5,000 server images for 40,000 and 10,000) and
+# the epochs per round (2 local and 1 server for 20 and 20), and runs 3 seeds for "more than
+# five". A first reduced design (ResNet-8, 4,000 + 1,000 images, 10 rounds of 3 + 3 epochs,
+# evaluated 5 times) left FedAvg at 22-40%, still rising, so no claim could be judged on it; this
+# one was chosen so that FedAvg reaches at least 0.6 × the paper's accuracy in every Table 2
+# column and levels off (the yaml `notebooks/params/reduced/fedua.yaml` records the trial). The
+# plateau is the schedule's: after 60% of the rounds the local lr is 1e-4. The step split keeps 98%
+# of each client's images in its two majors, so a minor class has at most 5 images per client
+# (the paper's clients have 10; the table under the splits gives the counts): a minor class with
+# one image takes the client's pooled GDA covariance, and the density weighting works on coarser
+# class models than the paper's. With 10 images per minor class and 64-d features, the paper's
+# minor-class covariances were rank-deficient too and needed a regularisation the paper does not
+# state; the diagnostics below count the jitter each of our fits needed.
+#
+# What the design had to reach, checked on the committed reduced records (FedAvg, C = 1):
+
+# %% tags=["hide-input"]
+design = chapter.plateau_check(reduced_records)
+if len(design):
+    tables.show(design, digits=1)
+    display(Markdown(f"FedAvg reaches 0.6 × the paper's accuracy in {int(design['reaches it'].sum())} of {len(design)} "
+                     f"columns and levels off (mean late gain below 1 point) in {int(design['below 1'].sum())}."))
+else:
+    display(Markdown("No committed reduced-profile FedAvg record is found (`results/reduced/`)."))
 
 # %% tags=["hide-input"]
 KEYS_T2, KEYS_T3, KEYS_T1 = ["partition", "algorithm"], ["participation", "algorithm"], ["selection", "ratio"]
@@ -416,7 +434,13 @@ cells_shown = ledger.show_cell_verdicts(chapter, records)
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedUA's paper states neither the server's optimiser settings, the distillation temperature, the sample ratio of Tables 2-3, nor how the densities become weights. The
 # robustness grid (`fedua.ROBUSTNESS`, as data in `fedkd_core/chapters/fedua/robustness.py`) reruns the claims'
-# cells (the reduced profile's Tables 2 and 3, 3 seeds) once per alternative reading; the first variant is this chapter's own. For each
+# cells (Tables 2 and 3, 3 seeds) once per alternative reading; the first variant is this chapter's own.
+# **The grid runs on the reduced profile's first design** (ResNet-8, 400 images per client, 10 rounds
+# evaluated every 2, a constant local lr): it was not rerun when the profile was redesigned to train to
+# a plateau (about 15 hours on 2 cores). Evaluated 5 times, every cell fails the convergence gate, so
+# every claim reads *untested at this scale* under every variant: the table shows what the old design
+# gave, not evidence for or against a claim
+# (`notebooks/params/robustness/fedua.yaml` says so too). For each
 # variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
 # `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants
 # appear as their runs are committed

@@ -493,8 +493,8 @@ def test_the_split_table_has_a_row_per_profile_shown_that_runs_a_step_split():
     assert list(chapter.profiles_shown(chapter.REDUCED_PROFILE)) == ["reduced profile (this page; the committed records)"]
     table = chapter.step_checks(profiles).set_index("profile")
     quick_row, reduced_row = table.loc["quick profile (this page)"], table.loc["reduced profile (the committed records)"]
-    assert quick_row["per client"].endswith("–100") and reduced_row["per client"].endswith("–400")  # pool / clients
-    assert reduced_row["minor images"] == "0–1"
+    assert quick_row["per client"].endswith("–100") and reduced_row["per client"].endswith("–2000")  # pool / clients
+    assert reduced_row["minor images"] == "0–5"
     no_step = replace(chapter.Params(), profile="other", partitions="dir0.5")
     assert chapter.step_checks({"other": no_step}).empty
     assert chapter.partition_names(replace(chapter.Params(), partitions="step, dir0.1")) == ["step", "dir0.1"]

@@ -296,17 +296,17 @@ def test_a_robustness_sweep_on_ray_takes_the_runs_in_the_local_sweeps_order(tmp_
 
 
 def test_a_committed_reduced_yaml_runs_its_whole_grid_and_a_copy_elsewhere_is_refused(tmp_path):
-    """reduced/redesign/fedua.yaml redesigns the method (cnn5, a decaying local lr) under the label
-    "reduced": as a committed reference profile the sweep runs all of it; the same file outside
+    """reduced/fedua.yaml (cnn5, a decaying local lr) is a committed reference profile labelled
+    "reduced": the sweep runs all of it; the same file with another model, outside
     notebooks/params/ is a user's run labelled "reduced", refused with the guard's advice."""
     from fedkd_core.chapters import fedua
     from fedkd_core.sweep import load_grid
 
-    committed = ROOT / "notebooks" / "params" / "reduced" / "redesign" / "fedua.yaml"
+    committed = ROOT / "notebooks" / "params" / "reduced" / "fedua.yaml"
     params, configs = load_grid("fedua", committed)
     assert params.model == "cnn5" and len(configs) == len(fedua.experiments(params)) == 69
     assert {c.train.lr_decay_at for c in configs} == {(13, 25)}
     copy = tmp_path / "fedua.yaml"
-    copy.write_text(committed.read_text())
+    copy.write_text(committed.read_text().replace("model: cnn5", "model: resnet8"))
     with pytest.raises(ValueError, match="profile custom"):
         load_grid("fedua", copy)

@@ -139,7 +139,7 @@ def test_cells_that_fail_the_gate_do_not_count_unless_at_the_papers_round_budget
 
 
 def test_a_cell_evaluated_too_rarely_says_so_before_any_rising_curve():
-    """FedUA's reduced profile evaluates 5 times (rounds 2, 4, ..., 10): every cell fails the
+    """FedUA's robustness grid (its first reduced design) evaluates 5 times (rounds 2, 4, ..., 10): every cell fails the
     10-evaluations rule, whatever its curves do. The reason names that rule first and gives the
     count; the rising methods come after it; the verdict carries the first rule as its reason."""
     observations = pd.DataFrame({"cell": ["c1"] * 2 + ["c2"] * 2, "method": ["A", "B"] * 2, "final": [0.5] * 4,

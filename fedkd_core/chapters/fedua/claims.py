@@ -23,7 +23,7 @@ MODEL_TEXT = {"resnet8": "ResNet-8", "resnet32": "ResNet-32", "cnn5": "the 5-lay
 
 
 def scale_text(params=REDUCED_PROFILE) -> str:
-    """The scale of ``params``' runs, for the Claims page ("reduced: ResNet-8, 10 clients, ...")."""
+    """The scale of ``params``' runs, for the Claims page ("reduced: the 5-layer CNN, 10 clients, ...")."""
     per_client = params.pool_size // params.num_clients
     return (f"{params.profile}: {MODEL_TEXT.get(params.model, params.model)}, {params.num_clients} clients, "
             f"up to {per_client:,} images each (a {params.pool_size:,}-image pool), {params.rounds} rounds")

@@ -59,7 +59,7 @@ class Params:
     table1_ratios: str = "0.5"
     table1_selections: str = "random,bald"
     seeds: int = 1
-    model: str = "resnet8"
+    model: str = "cnn5"
     num_clients: int = 4
     pool_size: int = 400
     transfer_size: int = 100
@@ -68,7 +68,7 @@ class Params:
     local_epochs: int = 1
     batch_size: int = 32
     lr: float = 0.01
-    local_lr_decay: str = ""  # fractions of the rounds at which the local lr is multiplied by 0.1, e.g. "0.3,0.6" (FedBE's setup); "" keeps it constant
+    local_lr_decay: str = "0.3,0.6"  # fractions of the rounds at which the local lr is multiplied by 0.1, e.g. "0.3,0.6" (FedBE's setup); "" keeps it constant
     momentum: float = 0.9
     weight_decay: float = 2e-4
     augment: str = "crop_flip"

@@ -4,6 +4,12 @@
 from __future__ import annotations
 
 from ..robustness import Variant
+from .claims import scale_text
+from .profiles import ROBUSTNESS_BASE
+
+ROBUSTNESS_BASE_NOTE = (f"Its base is the reduced profile's first design ({scale_text(ROBUSTNESS_BASE).split(': ', 1)[1]}, "
+                        f"evaluated every {ROBUSTNESS_BASE.eval_every}), not the redesign the chapter's verdicts use: "
+                        "not rerun yet, so no cell passes the convergence gate")
 
 ROBUSTNESS = (
     Variant("chapter's settings, grid's cells", {},
