@@ -131,10 +131,14 @@ def profile_records(chapter: str, profile: str, paths: list[Path], results=None)
 
 
 def grid_records(configs, profile: str, results=None) -> dict:
-    """The committed records of ``configs`` filed under ``profile``, by key."""
-    from ..results import stored_records
+    """The committed records of ``configs`` filed under ``results/<profile>/``, by key (the folder,
+    not the record's own label: a superseded profile's records that a robustness grid still reads
+    are filed under ``robustness/`` with their old label, ``tools/supersede_records.py``)."""
+    from ..results import read_record, stored_paths
 
-    return {r.key: r for r in stored_records(configs, results) if r.profile == profile}
+    filed = (next((p for p in stored_paths(config, root=results) if p.parent.parent.name == profile), None)
+             for config in configs)
+    return {record.key: record for record in map(read_record, filter(None, filed))}
 
 
 def measured_times(chapter: str, results=None, params_root: Path = PARAMS) -> pd.DataFrame:
