@@ -76,9 +76,9 @@ def main() -> None:
     args = parser.parse_args()
     root = results_dir()
     kept = robustness_keys(args.chapter, args.keep_robustness)
-    if args.keep_robustness and not kept & {p.name.split(".")[0] for p in superseded_paths(args.chapter, args.old_yaml, root)}:
-        raise SystemExit(f"--keep-robustness {args.keep_robustness}: its grid reads none of these records")
     paths = superseded_paths(args.chapter, args.old_yaml, root)
+    if args.keep_robustness and not kept & {p.name.split(".")[0] for p in paths}:
+        raise SystemExit(f"--keep-robustness {args.keep_robustness}: its grid reads none of these records")
     for path in paths:
         target = destination(path, root, args.name, kept)
         print(f"{path.relative_to(root)} -> {target.relative_to(root)}")

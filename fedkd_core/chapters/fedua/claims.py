@@ -22,11 +22,16 @@ PAPER_RUNS = 6
 MODEL_TEXT = {"resnet8": "ResNet-8", "resnet32": "ResNet-32", "cnn5": "the 5-layer CNN"}
 
 
+def design_text(params) -> str:
+    """The design of ``params``' runs in words ("the 5-layer CNN, 10 clients, up to 2,000 images each, ...")."""
+    per_client = params.pool_size // params.num_clients
+    return (f"{MODEL_TEXT.get(params.model, params.model)}, {params.num_clients} clients, "
+            f"up to {per_client:,} images each (a {params.pool_size:,}-image pool), {params.rounds} rounds")
+
+
 def scale_text(params=REDUCED_PROFILE) -> str:
     """The scale of ``params``' runs, for the Claims page ("reduced: the 5-layer CNN, 10 clients, ...")."""
-    per_client = params.pool_size // params.num_clients
-    return (f"{params.profile}: {MODEL_TEXT.get(params.model, params.model)}, {params.num_clients} clients, "
-            f"up to {per_client:,} images each (a {params.pool_size:,}-image pool), {params.rounds} rounds")
+    return f"{params.profile}: {design_text(params)}"
 
 
 def observations(records) -> pd.DataFrame:

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from ..robustness import Variant
-from .claims import scale_text
+from .claims import design_text
 from .profiles import ROBUSTNESS_BASE
 
-ROBUSTNESS_BASE_NOTE = (f"Its base is the reduced profile's first design ({scale_text(ROBUSTNESS_BASE).split(': ', 1)[1]}, "
+ROBUSTNESS_BASE_NOTE = (f"Its base is the reduced profile's first design ({design_text(ROBUSTNESS_BASE)}, "
                         f"evaluated every {ROBUSTNESS_BASE.eval_every}), not the redesign the chapter's verdicts use: "
                         "not rerun yet, so no cell passes the convergence gate")
 
