@@ -9,7 +9,9 @@ its cores; the GPU if any), torch's version and thread count, and what else ran 
 meanwhile (the load average, and every other process that used a tenth of a core or more while
 the benchmark started and ended). One file per benchmark and machine: a rerun on the same machine
 replaces its file, a run on another machine adds one. :func:`render` turns the files into the
-page's Markdown, each table under the machine and date that produced it.
+page's Markdown, each table under the machine and date that produced it. One section is computed
+from the committed run records instead (:func:`machine_drift_markdown`): the drift between
+machines that the verdicts allow for, beside the direct reruns of the precision-drift benchmark.
 """
 
 from __future__ import annotations
@@ -215,18 +217,136 @@ def result_markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def render(results: list[dict]) -> str:
-    """The page's measurements: one section per benchmark, one block per machine and date."""
+def render(results: list[dict], after: dict[str, str] | None = None) -> str:
+    """The page's measurements: one section per benchmark, one block per machine and date; each
+    entry of ``after`` (benchmark → Markdown) follows that benchmark's section (at the end where
+    no result of it is committed)."""
+    after = dict(after or {})
     if not results:
-        return "No benchmark result is committed yet (`benchmarks/results/` is empty).\n"
+        return "No benchmark result is committed yet (`benchmarks/results/` is empty).\n" + \
+            "".join(f"\n{text}" for text in after.values())
     out = []
-    title = None
+    title = benchmark = None
     for result in results:
         if result["title"] != title:
+            if benchmark in after:
+                out.append(after.pop(benchmark))
             title = result["title"]
             out += [f"## {title}", ""]
+        benchmark = result["benchmark"]
         out.append(result_markdown(result))
+    if benchmark in after:
+        out.append(after.pop(benchmark))
+    out += list(after.values())
     return "\n".join(out)
+
+
+# --- drift between machines, from the committed records ------------------------------------------
+
+# Robustness variants whose runs would be identical on one machine, up to the base's last round, to
+# the runs of their grid's base (its variant without overrides): (chapter, variant). Such a variant
+# changes nothing but the rounds, and its schedule does not depend on them: KnFu's "R = 30 rounds"
+# (Adam at a constant lr), whose first 15 rounds repeat the base's R = 15 runs.
+DRIFT_PAIRS = (("knfu", "R = 30 rounds"),)
+
+
+def drift_pairs(records_root=None):
+    """One row per pair of committed runs of :data:`DRIFT_PAIRS` that share config and seed but
+    the rounds: the method, cell and seed, the round compared (the shorter run's last), the
+    machine each run was made on (``environment.device_name``), each run's ALMA there (%), and
+    the absolute difference (points). A pair is kept only where both ran in fp32 and the local lr
+    schedule does not depend on the rounds (no ``lr_decay_at``): on one machine such runs agree
+    to the last digit, so whatever differs is the machines' (other kernels round differently)."""
+    import dataclasses
+
+    import pandas as pd
+
+    from .chapters import chapter_module
+    from .chapters import robustness as shared
+    from .experiment import config_from_dict
+    from .results import record_precision
+
+    def same_run(record) -> str:
+        config = config_from_dict(record.config)
+        return repr(dataclasses.replace(config, rounds=1, train=dataclasses.replace(config.train, mixed_precision=False)))
+
+    rows = []
+    for chapter, longer_name in DRIFT_PAIRS:
+        module = chapter_module(chapter)
+        longer_variant = next(variant for variant in module.ROBUSTNESS if variant.name == longer_name)
+        base_variant = next(variant for variant in module.ROBUSTNESS if not variant.overrides)
+        if set(longer_variant.overrides) != {"rounds"}:
+            raise ValueError(f"{chapter}'s variant {longer_name!r} changes more than the rounds: its runs are no drift pairs")
+        base = {same_run(r): r for r in shared.variant_records(module, module.ROBUSTNESS_BASE, base_variant, records_root)}
+        for longer in shared.variant_records(module, module.ROBUSTNESS_BASE, longer_variant, records_root):
+            shorter = base.get(same_run(longer))
+            if shorter is None or {record_precision(longer), record_precision(shorter)} != {"fp32"} \
+                    or longer.config["train"].get("lr_decay_at") or shorter.config["train"].get("lr_decay_at"):
+                continue
+            at = shorter.config["rounds"]
+            values = [next((h.get("alma") for h in r.history if h["round"] == at), None) for r in (longer, shorter)]
+            if None in values:
+                continue
+            data = longer.config["data"]
+            rows.append({"chapter": chapter, "variant": longer_name, "method": longer.config["algorithm"],
+                         "dataset": data["dataset"], "alpha": data.get("alpha"), "seed": longer.config["seed"],
+                         "round": at, "longer run on": longer.environment.get("device_name", "unknown"),
+                         "shorter run on": shorter.environment.get("device_name", "unknown"),
+                         "alma longer": 100 * values[0], "alma shorter": 100 * values[1],
+                         "drift": abs(100 * (values[0] - values[1]))})
+    return pd.DataFrame(rows, columns=["chapter", "variant", "method", "dataset", "alpha", "seed", "round", "longer run on",
+                                       "shorter run on", "alma longer", "alma shorter", "drift"])
+
+
+def drift_summary(pairs) -> list[dict]:
+    """Per pair of machines (the two runs made on different CPUs, or on the same one: a check of
+    determinism, never averaged with the others) of :func:`drift_pairs`: the number of pairs, the
+    mean and largest absolute difference of ALMA (points) and how many are identical."""
+    out = []
+    if not len(pairs):
+        return out
+    for (chapter, variant, one, other), group in pairs.groupby(["chapter", "variant", "longer run on", "shorter run on"], sort=False):
+        out.append({"chapter": chapter, "variant": variant, "machines": (one, other), "same machine": one == other,
+                    "pairs": len(group), "mean": float(group.drift.mean()), "max": float(group.drift.max()),
+                    "identical": int((group.drift == 0).sum()), "round": int(group["round"].iloc[0]),
+                    "methods": sorted(set(group.method)), "datasets": sorted(set(group.dataset))})
+    return out
+
+
+def drift_sentence(summary: dict) -> str:
+    """One line of :func:`drift_summary` in words, naming what was compared, on which CPUs, how many."""
+    one, other = (machine_text(m) for m in summary["machines"])
+    where = f"both made on {one}" if summary["same machine"] else f"made on {one} and on {other}"
+    return (f"{summary['chapter']}'s robustness variant \"{summary['variant']}\" read at round {summary['round']} against "
+            f"the base's runs of the same config and seed ({', '.join(summary['methods'])}; {', '.join(summary['datasets'])}; "
+            f"fp32, {where}): ALMA differs by {summary['mean']:.2f} points on average and {summary['max']:.2f} at most over "
+            f"{summary['pairs']} pair{'s' * (summary['pairs'] != 1)} ({summary['identical']} identical)")
+
+
+def machine_drift_markdown(records_root=None) -> str:
+    """The Performance page's section on the drift between machines: what the committed records
+    measure (:func:`drift_pairs`), beside the allowance the verdicts use
+    (:data:`fedkd_core.verdicts.MACHINE_DRIFT`) and how it relates to the reruns above."""
+    from .verdicts import MACHINE_DRIFT, effect_drift
+
+    summaries = drift_summary(drift_pairs(records_root))
+    lines = ["## Drift between machines, from the committed records", "",
+             "Runs that would be identical on one machine, compared where they were made on different CPUs "
+             "(computed from the committed records when the book is built, `fedkd_core.performance.drift_pairs`): "
+             "a robustness variant that only lengthens training, read at the base's last round, against the base's "
+             "run of the same config and seed.", ""]
+    lines += [f"- {drift_sentence(summary)}." for summary in summaries] or ["- No such pair is committed."]
+    across = [summary for summary in summaries if not summary["same machine"]]
+    lines += ["", f"The verdicts allow `fedkd_core.verdicts.MACHINE_DRIFT` = {MACHINE_DRIFT:.2f} points per run between "
+              f"machines and widen a robustness variant's intervals by √2 × that = {effect_drift():.2f} points where its "
+              f"records come from more than one machine"
+              + (f"; the {across[0]['pairs']} pairs above give {across[0]['mean']:.2f}" if len(across) == 1 else "")
+              + ". The precision-drift table above reruns stored records directly (its summary says over how many "
+              "runs each figure is averaged); `results/README.md` also reports a direct fp32 rerun of 8 KnFu records "
+              "made before these result files existed (no result file was kept for it). A record's CPU named only "
+              "`AMD EPYC` is the AVX2-only Zen (family 23) that records were made on before CPUs were named with "
+              "their family and model (`results/README.md`).", ""]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -234,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     target = Path(args[0])
     root = Path(args[1]) if len(args) > 1 else RESULTS
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render(load_results(root)))
+    target.write_text(render(load_results(root), after={"precision_drift": machine_drift_markdown(ROOT / "results")}))
     print(f"{target} written")
 
 

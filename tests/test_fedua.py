@@ -517,12 +517,34 @@ def test_jitter_counts_are_client_fits_per_profile_partition_and_jitter():
 
 def test_the_local_lr_schedule_is_named_with_the_rounds_it_decays_at():
     assert chapter.lr_schedule_text(replace(chapter.Params(), rounds=40, local_lr_decay="0.3,0.6")) == \
-        "×0.1 at rounds 13 and 25 of 40 (30% and 60% of the rounds)"
+        "×0.1 at rounds 13 and 25 of 40 (after 30% and 60% of the rounds)"
+    # 2 rounds: the 30% decay waits for a whole round (after 50% of the rounds), the 60% one never comes
     assert chapter.lr_schedule_text(replace(chapter.Params(), rounds=2, local_lr_decay="0.3,0.6")) == \
-        "×0.1 at round 2 of 2 (30% of the rounds)"  # the 60% decay would come at round 3
+        "×0.1 at round 2 of 2 (after 50% of the rounds); the 30% decay is rounded up to a whole round; " \
+        "the 60% decay would come at round 3, after the last round"
+    assert chapter.lr_schedule_text(replace(chapter.Params(), rounds=3, local_lr_decay="0.3,0.6")) == \
+        "×0.1 at rounds 2 and 3 of 3 (after 33% and 67% of the rounds); the 30% and 60% decays are rounded up " \
+        "to a whole round"
     assert chapter.lr_schedule_text(replace(chapter.Params(), rounds=5, local_lr_decay="0.9")) == \
-        "constant (its decays, at 90% of the rounds, fall after the last round)"
+        "constant (the 90% decay would come at round 6, after the last round)"
     assert chapter.lr_schedule_text(replace(chapter.Params(), local_lr_decay="")) == "constant"
+
+
+def test_the_open_choices_table_gives_the_reduced_profile_and_this_pages_profile():
+    quick = chapter.Params()  # the smoke defaults: 2 rounds, not the records' 40
+    columns = chapter.choices_columns(quick)
+    assert list(columns) == ["reduced profile (the committed records)", "smoke profile (this page)"]
+    table = chapter.open_choices_table(quick).set_index("choice")
+    assert list(table.columns) == ["paper", *columns, "source"]
+    schedule = table.loc["local lr schedule"]
+    assert schedule[list(columns)].tolist() == [chapter.lr_schedule_text(chapter.REDUCED_PROFILE),
+                                               chapter.lr_schedule_text(quick)]
+    assert schedule.iloc[1].startswith("×0.1 at rounds 13 and 25 of 40")
+    # values are read from each profile: a changed server lr shows in its column only
+    changed = chapter.open_choices_table(replace(quick, server_lr=0.01)).set_index("choice")
+    assert changed.loc["server step size"].tolist()[1:3] == ["lr 0.001 on batch-mean KL", "lr 0.01 on batch-mean KL"]
+    assert list(chapter.choices_columns(chapter.REDUCED_PROFILE)) == \
+        ["reduced profile (the committed records; this page)"]
 
 
 def test_the_plateau_check_reads_fedavg_at_full_participation_against_the_papers_table_2():

@@ -89,3 +89,41 @@ def test_drift_is_summarised_apart_for_runs_stored_here_and_elsewhere():
         "over 2 run(s)",
         "runs stored on this machine, rerun in fp32: final ALMA moved by 0.00 points on average, 0.00 at most, "
         "over 1 run(s)"]
+
+
+def test_a_section_after_a_benchmark_follows_its_blocks(tmp_path, fixed_machine):
+    for name, order in (("first", 1), ("second", 2)):
+        performance.save_result(name, f"The {name}", [{"x": 1}], started={"note": "", "load_average": [0.1], "busy": []},
+                                extra={"order": order}, root=tmp_path / name)
+    results = performance.load_results(tmp_path / "first") + performance.load_results(tmp_path / "second")
+    page = performance.render(results, after={"first": "AFTER FIRST", "missing": "AT THE END"})
+    assert page.index("## The first") < page.index("AFTER FIRST") < page.index("## The second") < page.index("AT THE END")
+    assert "AT THE END" in performance.render([], after={"missing": "AT THE END"})
+
+
+def test_the_drift_the_verdicts_allow_is_the_committed_cross_machine_pairs_mean():
+    """MACHINE_DRIFT is measured on committed runs that would be identical on one machine (KnFu's
+    robustness R = 30 runs at round 15 against the R = 15 runs): the page computes it from them."""
+    from fedkd_core.verdicts import MACHINE_DRIFT
+
+    pairs = performance.drift_pairs(ROOT / "results")  # the committed records (tests write elsewhere)
+    assert len(pairs) and (pairs.drift >= 0).all() and (pairs["round"] == 15).all()
+    summaries = performance.drift_summary(pairs)
+    across = [s for s in summaries if not s["same machine"]]
+    assert len(across) == 1 and across[0]["pairs"] == len(pairs)
+    assert round(across[0]["mean"], 2) == MACHINE_DRIFT
+    section = performance.machine_drift_markdown(ROOT / "results")
+    assert f"{across[0]['mean']:.2f} points on average" in section and f"over {across[0]['pairs']} pairs" in section
+    assert f"MACHINE_DRIFT` = {MACHINE_DRIFT:.2f}" in section
+
+
+def test_drift_between_machines_and_on_one_machine_are_summarised_apart():
+    import pandas as pd
+
+    pairs = pd.DataFrame({"chapter": "knfu", "variant": "R = 30 rounds", "method": ["knfu", "fedmd", "knfu"],
+                          "dataset": "mnist", "round": 15, "longer run on": ["new", "new", "old"],
+                          "shorter run on": ["old", "old", "old"], "drift": [0.2, 0.6, 0.0]})
+    summaries = performance.drift_summary(pairs)
+    assert [(s["same machine"], s["pairs"], round(s["mean"], 2), s["max"], s["identical"]) for s in summaries] == \
+        [(False, 2, 0.4, 0.6, 0), (True, 1, 0.0, 0.0, 1)]
+    assert "both made on old" in performance.drift_sentence(summaries[1])

@@ -10,6 +10,7 @@ The chapter is a package, one concept per module; this file only gathers the nam
 the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.contracts``):
 
 - ``grid``: ``Params`` and the three grids (what runs);
+- ``choices``: the choices the paper leaves open, one column per profile shown;
 - ``profiles``: the reference profiles whose records are committed (``REDUCED_PROFILE``, ...);
 - ``records``: which cell a record stands for, and what is left to run;
 - ``paper``: the paper's tables, as data, and its printed percentages checked;
@@ -20,6 +21,7 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 
 from .claims import (EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, claim_effects, effects_of, ledger_rows, observations,
                      paper_observations, plateau_check)
+from .choices import OPEN_CHOICES, choices_columns, open_choices_table
 from .grid import (METHODS, SELECTION_NAMES, Params, algorithm_params, data_config, experiments, feature_dimension,
                    lr_schedule_text,
                    parse_partition, partition_name, run_config, table1_config, table1_grid, table2_grid, table3_grid)
@@ -32,10 +34,10 @@ from .tables import (history_frame, jitter_counts, partition_names, step_check, 
                      table2_rows, table3_rows)
 
 __all__ = [
-    "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "PAPER_RUNS", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE_NOTE",
-    "ROBUSTNESS_BASE", "SCALE_FIELDS", "SELECTION_NAMES", "Params", "algorithm_params", "cell_of", "claim_effects",
+    "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "OPEN_CHOICES", "PAPER_RUNS", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE_NOTE",
+    "ROBUSTNESS_BASE", "SCALE_FIELDS", "SELECTION_NAMES", "Params", "algorithm_params", "cell_of", "choices_columns", "claim_effects",
     "data_config", "derived_rows", "effects_of", "experiments", "feature_dimension", "experiments_to_run", "history_frame",
-    "jitter_counts", "ledger_rows", "lr_schedule_text", "method_differences", "observations", "paper_changes", "paper_observations",
+    "jitter_counts", "ledger_rows", "lr_schedule_text", "method_differences", "observations", "open_choices_table", "paper_changes", "paper_observations",
     "paper_table1", "paper_table2", "paper_table3", "parse_partition", "plateau_check", "partition_name", "partition_names",
     "printed_check", "profiles_shown", "reduced_profile_records", "relative_changes", "rounds_to", "run_config",
     "step_check", "step_checks", "summary", "table1_config", "table1_grid", "table1_rows", "table2_grid",

@@ -133,15 +133,29 @@ def feature_dimension(model: str) -> int:
 
 
 def lr_schedule_text(params: Params) -> str:
-    """The local lr schedule of ``params`` in words: "constant", or "×0.1 at rounds 13 and 25 of 40"."""
-    fractions = params.decay_fractions()
+    """The local lr schedule of ``params`` in words, from the rounds :func:`~fedkd_core.training.decay_rounds`
+    places its decays at: "constant", or "×0.1 at rounds 13 and 25 of 40 (after 30% and 60% of the
+    rounds)". A decay comes once at least its fraction of the rounds has trained, so with few
+    rounds it falls later than its fraction (rounded up to a whole round), and a decay that would
+    come after the last round never fires; the text gives the share of the rounds actually trained
+    before each decay and names the configured fraction wherever the two differ."""
+    fractions = sorted(params.decay_fractions())
     if not fractions:
         return "constant"
-    fired = [(r, f) for r, f in zip(decay_rounds(fractions, params.rounds), sorted(fractions)) if r <= params.rounds]
+    placed = list(zip(decay_rounds(fractions, params.rounds), fractions))
+    fired = [(r, f) for r, f in placed if r <= params.rounds]
+    late = [(r, f) for r, f in placed if r > params.rounds]
+    late_text = (f"the {' and '.join(f'{f:.0%}' for _, f in late)} decay{'s' * (len(late) > 1)} would come at "
+                 f"round{'s' * (len(late) > 1)} {' and '.join(str(r) for r, _ in late)}, after the last round")
     if not fired:
-        return f"constant (its decays, at {' and '.join(f'{f:.0%}' for f in fractions)} of the rounds, fall after the last round)"
-    rounds, shares = (" and ".join(text) for text in zip(*[(str(r), f"{f:.0%}") for r, f in fired]))
-    return f"×0.1 at round{'s' * (len(fired) > 1)} {rounds} of {params.rounds} ({shares} of the rounds)"
+        return f"constant ({late_text})"
+    rounds = " and ".join(str(r) for r, _ in fired)
+    shares = " and ".join(f"{(r - 1) / params.rounds:.0%}" for r, _ in fired)
+    rounded = [f for r, f in fired if abs((r - 1) - f * params.rounds) > 1e-9]
+    notes = ([f"the {' and '.join(f'{f:.0%}' for f in rounded)} decay{' is' if len(rounded) == 1 else 's are'} "
+              f"rounded up to a whole round"] if rounded else []) + ([late_text] if late else [])
+    return (f"×0.1 at round{'s' * (len(fired) > 1)} {rounds} of {params.rounds} (after {shares} of the rounds)"
+            + "".join(f"; {note}" for note in notes))
 
 
 def algorithm_params(params: Params, algorithm: str, **extra) -> dict:
