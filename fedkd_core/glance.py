@@ -29,9 +29,10 @@ def glance_table(ledger: pd.DataFrame | None = None) -> pd.DataFrame:
     table = read_ledger() if ledger is None else ledger
     rows = [{"paper": row.chapter,
              "claim": _escape(f'<a href="chapters/{escape(row.section)}">{escape(row.claim)}</a>'),
-             "our verdict": f"**{row.verdict}**", "effect (points) [95% interval]": row.effect,
+             "our verdict": f"**{row.verdict}**" + (f" ({row['versus paper']})" if row.get("versus paper") else ""),
+             "effect (points) [95% interval]": row.effect,
              "the paper's tables": _escape(row.paper), "scale": str(row.scale).split(":")[0]}
-            for row in table.itertuples(index=False)]
+            for _, row in table.iterrows()]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -106,7 +106,7 @@ def claim_effects(rows: pd.DataFrame, ax, reading: str, title: str = "") -> None
     ax.set(xlabel="effect (points): pooled mean and 95% interval", title="\n".join(textwrap.wrap(title, 70)))
 
 
-OUTCOME_MARKS = {"holds": "✓", "reversed": "✗", "inconclusive": "·"}
+OUTCOME_MARKS = {"holds": "✓", "reversed": "✗", "inconclusive": "·", "left out": "○"}
 
 
 def cell_verdicts(table: pd.DataFrame, title: str = ""):

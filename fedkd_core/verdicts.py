@@ -42,8 +42,11 @@ HOLDS, PARTLY, DOES_NOT_HOLD, INCONCLUSIVE = "holds", "partly", "does not hold",
 UNTESTED = "untested at this scale"
 UNTESTABLE = "not testable offline"
 NO_RECORDS = "no committed records"
+UNEQUAL_TUNING = "not judged: unequal tuning"
 REVERSED = "reversed"
-WORDS = (HOLDS, PARTLY, DOES_NOT_HOLD, INCONCLUSIVE, UNTESTED, UNTESTABLE, NO_RECORDS)
+WORDS = (HOLDS, PARTLY, DOES_NOT_HOLD, INCONCLUSIVE, UNTESTED, UNEQUAL_TUNING, UNTESTABLE, NO_RECORDS)
+# The words that are not a verdict on the claim: the records cannot decide it, or do not exist.
+NOT_JUDGED = (UNTESTED, UNEQUAL_TUNING, UNTESTABLE, NO_RECORDS)
 
 # The convergence gate: a cell counts only if every run behind it was evaluated this often and its
 # method's mean curve gained less than this many points over the last LATE_SHARE of the rounds.
@@ -52,8 +55,10 @@ MAX_LATE_GAIN = 1.0
 LATE_SHARE = 0.2
 LATE_SMOOTHING = 3  # evaluations averaged at each end of the late window (trajectory)
 DECIDABLE_EFFECT = 1.0  # points: "what more seeds would buy" is the seeds that decide an effect this size
-# One run's final ALMA rerun with the same config and seed on another CPU, fp32: the mean absolute
-# difference in points (benchmarks/precision_drift.py; results/README.md gives the runs and CPUs).
+# How far one run's ALMA moves between CPUs, fp32, in points: the mean absolute difference over the
+# 36 pairs of KnFu robustness runs of the same config and seed made on two CPUs (the "R = 30 rounds"
+# variant read at round 15 against the base's R = 15 runs; fedkd_core.performance.drift_pairs
+# recomputes it from the records, and a test keeps this constant equal to it).
 MACHINE_DRIFT = 0.46
 
 
@@ -193,6 +198,22 @@ def claim_word(interval: Interval, reversed_cells: int) -> str:
     return DOES_NOT_HOLD if interval.high < 0 else INCONCLUSIVE
 
 
+def versus_paper(ours: Interval, paper: Interval | None, word: str) -> str:
+    """How our effect's size compares with the paper's, where their 95% intervals say: "smaller
+    than the paper's" for a claim that holds (or partly) with an interval wholly below the paper's,
+    "larger than the paper's" wholly above it, "as large as the paper's" where they overlap; for an
+    inconclusive claim whose interval excludes the paper's, "rules out the paper's effect". ""
+    where either side has no interval, and for the other words (they say it already)."""
+    if paper is None or any(np.isnan(v) for v in (ours.low, ours.high, paper.low, paper.high)):
+        return ""
+    below, above = ours.high < paper.low, ours.low > paper.high
+    if word in (HOLDS, PARTLY):
+        return "smaller than the paper's" if below else "larger than the paper's" if above else "as large as the paper's"
+    if word == INCONCLUSIVE and (below or above):
+        return "rules out the paper's effect"
+    return ""
+
+
 def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_table: pd.DataFrame | None = None,
           enforce_gate: bool = True, widen: float = 0.0) -> Verdict:
     """The verdict on ``claim`` from per-(cell, seed) effects. With a ``gate_table`` (from
@@ -207,10 +228,10 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     cells = cell_table(effects, cell_keys, claim)
     notes, gate_reason = [], ""
     if gate_table is not None and len(cells):
-        passed = [bool(gate_table["converged"].get(_cell_key(row, cell_keys), True)) for _, row in cells.iterrows()]
+        passed = [bool(gate_table["converged"].get(cell_key(row, cell_keys), True)) for _, row in cells.iterrows()]
         failed = cells[[not p for p in passed]]
         if len(failed):
-            reasons = gate_reasons([gate_table.loc[[_cell_key(row, cell_keys)]].iloc[0] for _, row in failed.iterrows()])
+            reasons = gate_reasons([gate_table.loc[[cell_key(row, cell_keys)]].iloc[0] for _, row in failed.iterrows()])
             if enforce_gate:
                 notes.append(f"{len(failed)} of {len(cells)} cells left out by the convergence gate: {'; '.join(reasons)}")
                 gate_reason = reasons[0] if reasons else ""
@@ -275,7 +296,7 @@ def rising_text(failed_rows) -> str:
     return f"{named}{more} still rising"
 
 
-def _cell_key(row: pd.Series, cell_keys: Sequence[str]):
+def cell_key(row: pd.Series, cell_keys: Sequence[str]):
     key = tuple(row[k] for k in cell_keys)
     return key if len(key) > 1 else key[0]
 

@@ -453,8 +453,9 @@ if len(ours):
 #
 # Each claim's effect in every cell of the records shown above, per profile (cells: the table, the
 # clients, Dir(β) and the metric), with each cell's own word from its 95% t-interval over seeds
-# (paired by seed): ✓ holds, ✗ reversed, · inconclusive (one seed is always inconclusive). The
-# verdicts at the top apply the convergence gate on top of this.
+# (paired by seed): ✓ holds, ✗ reversed, · inconclusive (one seed is always inconclusive), ○ left
+# out of the verdict by the convergence gate (a method still rising at the end of the runs), as the
+# verdict box at the top counts them.
 
 # %% tags=["hide-input"]
 cells_shown = ledger.show_cell_verdicts(chapter, records)

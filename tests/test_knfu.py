@@ -314,10 +314,48 @@ def test_the_ledger_reads_mnist_tuned_and_cifar_as_coded():
     rows = chapter.ledger_rows(Path(__file__).resolve().parents[1] / "results")  # the committed records
     tuned = rows[rows.claim.str.endswith(chapter.TUNED_SUFFIX)]
     coded = rows[rows.claim.str.endswith(chapter.AS_CODED_SUFFIX)]
-    assert len(tuned) + len(coded) == len(rows) and len(tuned) and len(coded)
+    original = rows[rows.claim == chapter.ORIGINAL_CLAIM + chapter.ORIGINAL_SUFFIX]
+    assert len(tuned) + len(coded) + len(original) == len(rows) and len(tuned) and len(coded) and len(original) == 1
     assert not tuned.claim.str.startswith(chapter.LOCAL_ON_CIFAR).any()  # the paper claims it on CIFAR-10 only
     assert (chapter.LOCAL_ON_CIFAR + chapter.AS_CODED_SUFFIX) in set(coded.claim)
     assert all("points from the paper's table" in scale for scale in coded.scale)
+    # CIFAR-10 is not rerun under tuned schedules: measured, but not judged, and the note says what tuning did on MNIST
+    judged = coded[coded.verdict != "no committed records"]
+    assert len(judged) and (judged.verdict == "not judged: unequal tuning").all()
+    assert all(note.startswith("measured: ") for note in judged.note)
+    assert any("tuning every method's schedule moved its effect from" in note for note in judged.note)
+
+
+def test_knfu_is_compared_with_fedmd_as_its_authors_run_it_where_that_ran():
+    from dataclasses import replace as _replace
+
+    params = _replace(chapter.Params(), datasets="mnist", mnist_alphas="0.1", mnist_sizes="100", seeds=2,
+                      algorithms="knfu,fedmd,fedmd_original")
+    alma = {"knfu": 0.90, "fedmd": 0.85, "fedmd_original": 0.93}
+    effects = chapter.claim_effects([_ledger_record(c, alma[c.algorithm]) for c in chapter.experiments(params)])
+    assert effects[chapter.ORIGINAL_CLAIM].tolist() == pytest.approx([-0.03, -0.03])  # KnFu − FedMD (original form)
+    assert effects["KnFu > FedMD"].tolist() == pytest.approx([0.05, 0.05])  # the other FedMD, unchanged
+    without = [_ledger_record(c, alma[c.algorithm]) for c in chapter.experiments(params) if c.algorithm != "fedmd_original"]
+    assert chapter.ORIGINAL_CLAIM not in chapter.claim_effects(without)
+
+
+def test_knfu_verdicts_leave_out_cells_still_rising_the_paper_gives_no_round_budget(monkeypatch):
+    """KnFu's paper gives no R: a cell where a method is still rising at our R is left out of the
+    verdict, not counted."""
+    from dataclasses import replace as _replace
+
+    params = _replace(chapter.Params(), datasets="mnist", mnist_alphas="0.1,0.5", mnist_sizes="100", rounds=15, seeds=3)
+    alma = {"knfu": 0.92, "fedmd": 0.90, "selective_fd": 0.80, "knfu_local": 0.80}
+    records = [_ledger_record(c, alma[c.algorithm] + 0.001 * c.seed) for c in chapter.experiments(params)]
+    for record in records:  # FedMD climbs 3 points over the last rounds at alpha 0.5
+        if record.config["algorithm"] == "fedmd" and record.config["data"]["alpha"] == 0.5:
+            for row in record.history:
+                row["alma"] -= 0.01 * max(0, 15 - row["round"])
+    monkeypatch.setattr(chapter.claims, "tuned_records", lambda root=None: records)
+    monkeypatch.setattr(chapter.claims, "paper_profile_records", lambda root=None: [])
+    row = chapter.ledger_rows().set_index("claim").loc["KnFu > FedMD" + chapter.TUNED_SUFFIX]
+    assert row.verdict == "holds" and row.cells == "1 hold, 0 reversed, 0 inconclusive of 1"
+    assert "1 of 2 cells left out by the convergence gate: fedmd in 1 cell still rising" in row.note
 
 
 def test_a_method_run_in_fewer_cells_is_compared_on_its_own_cells_only():

@@ -61,6 +61,46 @@ def test_judged_rows_gate_out_cells_still_rising_and_without_records_say_so():
     assert empty.paper.startswith("holds")  # the paper's side is judged whatever we have
 
 
+def test_withheld_claims_keep_their_measured_effect_and_say_why():
+    runs = [(cell, method, seed, 0.80 + 0.02 * (method == "A") + 0.001 * seed, 0.8, 12, 0.1)
+            for cell in ("c1", "c2") for seed in range(3) for method in ("A", "B")]
+    rows = ledger.judged_rows("X", toy_chapter(), runs, "x.html", "reduced", "")
+    assert rows.iloc[0].verdict == "holds"
+    withheld = ledger.withhold(rows, ledger.V.UNEQUAL_TUNING, {"A > B": "B was never tuned"}).iloc[0]
+    assert withheld.verdict == "not judged: unequal tuning" and withheld.effect == rows.iloc[0].effect
+    assert withheld.note.startswith(f"measured: holds, {rows.iloc[0].effect}; B was never tuned")
+    assert withheld["versus paper"] == "" and withheld.verdict in ledger.V.NOT_JUDGED
+    empty = ledger.judged_rows("X", toy_chapter(), [], "x.html", "reduced", "")
+    assert ledger.withhold(empty, ledger.V.UNEQUAL_TUNING, {"A > B": "why"}).iloc[0].verdict == ledger.NO_RECORDS
+    untouched = ledger.withhold(rows, ledger.V.UNEQUAL_TUNING, {"another claim": "why"})
+    assert untouched.equals(rows)
+
+
+def test_a_verdict_says_how_its_effect_compares_with_the_papers():
+    # ours: A leads by 2 points, seeds agree; the toy paper's A leads by 10 with std 0.5: ours is smaller
+    runs = [(cell, method, seed, 0.80 + 0.02 * (method == "A") + 0.001 * seed, 0.8, 12, 0.1)
+            for cell in ("c1", "c2") for seed in range(3) for method in ("A", "B")]
+    row = ledger.judged_rows("X", toy_chapter(), runs, "x.html", "reduced", "").iloc[0]
+    assert row["versus paper"] == "smaller than the paper's"
+    from html import escape
+
+    assert escape("smaller than the paper's") in ledger.linked_table(pd.DataFrame([row]))
+    assert escape("smaller than the paper's") in ledger.verdict_html(row)
+
+
+def test_cells_the_gate_leaves_out_of_a_verdict_are_marked_so():
+    # B still rising in c2 only: c2 is left out of the verdict, and its cell says so
+    runs = [(cell, method, seed, 0.80 + 0.02 * (method == "A") + 0.001 * seed, 0.8, 12,
+             3.0 if (cell, method) == ("c2", "B") else 0.0)
+            for cell in ("c1", "c2") for seed in range(3) for method in ("A", "B")]
+    cells = ledger.cell_verdicts(toy_chapter(), runs)  # cells c1, c2 in order
+    assert cells.outcome.tolist() == ["holds", ledger.LEFT_OUT]
+    assert cells.effect.iloc[1] > 1.9  # the effect is still shown
+    assert ledger.cell_verdicts(toy_chapter(), runs, enforce_gate=False).outcome.tolist() == ["holds", "holds"]
+    row = ledger.judged_rows("X", toy_chapter(), runs, "x.html", "reduced", "").iloc[0]
+    assert row.cells == "1 hold, 0 reversed, 0 inconclusive of 1"  # the box counts the same cells
+
+
 def sign_counts(frame):
     """FedCKD's claims as (cells where it holds, cells), by the sign of each cell's effect."""
     from fedkd_core.verdicts import paper_verdicts

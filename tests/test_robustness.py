@@ -17,6 +17,7 @@ from fedkd_core.sweep import load_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_FILE = ROOT / "notebooks" / "params" / "robustness" / "knfu.yaml"
+KNFU_READING = knfu.ROBUSTNESS[0].name  # the chapter's own reading of what the paper leaves open
 
 
 def base() -> knfu.Params:
@@ -64,7 +65,7 @@ def test_a_robustness_sweep_finishes_the_variant_nearest_completion_first(monkey
     params = base()
     grid = {v.name: knfu.experiments(rb.variant_params(params, v)) for v in knfu.ROBUSTNESS}
     almost = grid["R = 30 rounds"][:-1]  # one run left
-    done = {config_hash(c) for c in grid["chapter's settings, grid's cells"] + almost}
+    done = {config_hash(c) for c in grid[KNFU_READING] + almost}
     monkeypatch.setattr(results, "load_record", lambda config, root=None: True if config_hash(config) in done else None)
     order = [c for c in rb.sweep_order(knfu, params) if config_hash(c) not in done]
     assert config_hash(order[0]) == config_hash(grid["R = 30 rounds"][-1])
@@ -83,8 +84,8 @@ def test_the_sweep_runs_only_the_named_variants_with_variant():
     expected = knfu.experiments(rb.variant_params(params, rb.selected_variants(knfu, (threshold,))[0]))
     assert [config_hash(c) for c in configs] == [config_hash(c) for c in expected]
     assert {c.algorithm for c in configs} == {"knfu", "fedmd", "selective_fd", "knfu_local"}
-    both = rb.selected_variants(knfu, ("λ = 2", "chapter's settings, grid's cells"))
-    assert [v.name for v in both] == ["chapter's settings, grid's cells", "λ = 2"]  # the chapter's order
+    both = rb.selected_variants(knfu, ("λ = 2", KNFU_READING))
+    assert [v.name for v in both] == [KNFU_READING, "λ = 2"]  # the chapter's order
     with pytest.raises(SystemExit, match="no robustness variant named 'lr 1'.*'R = 30 rounds'"):
         load_grid("knfu", BASE_FILE, robustness=True, variants=("lr 1",))
     with pytest.raises(SystemExit, match="needs --robustness"):
@@ -271,7 +272,7 @@ def test_variants_made_on_several_machines_are_counted_and_named(monkeypatch):
     alma = {"knfu": 0.80, "fedmd": 0.75, "selective_fd": 0.78, "knfu_local": 0.79}
 
     def records(module, base_params, variant, root=None):
-        if variant.name not in ("chapter's settings, grid's cells", "λ = 2"):
+        if variant.name not in (KNFU_READING, "λ = 2"):
             return []
         lead = 0.02 if variant.name == "λ = 2" else 0.0  # a variant whose effects equal the reading's is not listed
         found = [fake_record(c, alma[c.algorithm] + lead * (c.algorithm == "knfu"))
@@ -284,7 +285,7 @@ def test_variants_made_on_several_machines_are_counted_and_named(monkeypatch):
 
     monkeypatch.setattr(rb, "variant_records", records)
     table = rb.claim_table(knfu, params)
-    assert dict(zip(table.variant, table.machines)) == {"chapter's settings, grid's cells": 1, "λ = 2": 2}
+    assert dict(zip(table.variant, table.machines)) == {KNFU_READING: 1, "λ = 2": 2}
     assert rb.machine_notes(rb.records_by_variant(knfu, params)) == [f"λ = 2: {len(knfu.experiments(params)) - 1} runs on CPU A, 1 runs on CPU B"]
 
 

@@ -255,3 +255,16 @@ def test_a_cell_measured_against_a_rising_cell_fails_the_gate_with_that_cell_nam
     assert "the cell it is measured against (1.0)" in table.loc[0.5, "reason"] and table.loc[0.5, "rising"] == ["b"]
     flat = observations.assign(late_gain=0.1)
     assert claim_gates(_relative_drop_effects, flat, ["c"])["a loses less"].converged.all()
+
+
+def test_versus_paper_compares_the_two_intervals_only_where_they_say_something():
+    paper = V.Interval(3.0, 2.0, 4.0)
+    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), paper, V.HOLDS) == "smaller than the paper's"
+    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), paper, V.PARTLY) == "smaller than the paper's"
+    assert V.versus_paper(V.Interval(6.0, 5.0, 7.0), paper, V.HOLDS) == "larger than the paper's"
+    assert V.versus_paper(V.Interval(3.5, 1.5, 5.5), paper, V.HOLDS) == "as large as the paper's"
+    assert V.versus_paper(V.Interval(0.1, -0.3, 0.5), paper, V.INCONCLUSIVE) == "rules out the paper's effect"
+    assert V.versus_paper(V.Interval(1.0, -1.0, 3.0), paper, V.INCONCLUSIVE) == ""  # could be the paper's
+    assert V.versus_paper(V.Interval(-2.0, -3.0, -1.0), paper, V.DOES_NOT_HOLD) == ""  # the word says it
+    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.Interval(3.0, float("nan"), float("nan")), V.HOLDS) == ""
+    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), None, V.HOLDS) == ""

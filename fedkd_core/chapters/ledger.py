@@ -23,8 +23,10 @@ import pandas as pd
 from .. import verdicts as V
 from ..verdicts import NO_RECORDS, UNTESTABLE
 
-COLUMNS = ["chapter", "claim", "verdict", "effect", "cells", "paper", "best round", "scale", "evidence", "note",
-           "section"]
+# A cell's outcome where the convergence gate leaves it out of the verdict (its runs still rising).
+LEFT_OUT = "left out"
+COLUMNS = ["chapter", "claim", "verdict", "versus paper", "effect", "cells", "paper", "best round", "scale", "evidence",
+           "note", "section"]
 
 
 def evidence(records) -> str:
@@ -96,8 +98,10 @@ def judged_rows(chapter: str, module, records, section: str, scale: str, evidenc
         judged = judge_chapter(module, records, enforce_gate)
     rows = []
     for claim, verdicts in judged.items():
-        final = verdicts["final"]
-        rows.append({"chapter": chapter, "claim": claim, "verdict": final.word, "effect": final.effect_text,
+        final, paper = verdicts["final"], verdicts["paper"]
+        rows.append({"chapter": chapter, "claim": claim, "verdict": final.word,
+                     "versus paper": V.versus_paper(final.interval, paper.interval if paper else None, final.word),
+                     "effect": final.effect_text,
                      "cells": final.cells_text, "paper": paper_text(verdicts["paper"]),
                      "best round": best_round_text(final, verdicts["best"]), "scale": scale,
                      "evidence": evidence_text if final.word != NO_RECORDS else NO_RECORDS,
@@ -119,8 +123,28 @@ def note_text(verdict) -> str:
     return "; ".join(parts)
 
 
+def withhold(rows: pd.DataFrame, word: str, reasons: dict[str, str]) -> pd.DataFrame:
+    """``rows`` with the verdict of each claim in ``reasons`` replaced by ``word`` (one of
+    :data:`~fedkd_core.verdicts.NOT_JUDGED`: the records measure the claim but cannot judge it
+    fairly, e.g. :data:`~fedkd_core.verdicts.UNEQUAL_TUNING`), the measured verdict and the reason
+    leading its note; the effect stays, as measured. A claim without records keeps saying so."""
+    rows = rows.copy()
+    for index, row in rows[rows.claim.isin(list(reasons)) & (rows.verdict != NO_RECORDS)].iterrows():
+        measured = f"measured: {row.verdict}" + (f", {row.effect}" if row.effect != "—" else "")
+        rows.loc[index, ["verdict", "versus paper", "note"]] = [
+            word, "", "; ".join(part for part in (measured, reasons[row.claim], row.note) if part)]
+    return rows
+
+
+def verdict_html(row) -> str:
+    """A row's verdict word in bold, with how its effect compares with the paper's under it."""
+    versus = str(row.get("versus paper", "") or "")
+    return f"<b>{escape(row.verdict)}</b>" + (f"<br><small>{escape(versus)}</small>" if versus else "")
+
+
 def untestable(chapter: str, claim: str, reason: str, section: str) -> pd.DataFrame:
-    return pd.DataFrame([{"chapter": chapter, "claim": claim, "verdict": UNTESTABLE, "effect": "—", "cells": "—",
+    return pd.DataFrame([{"chapter": chapter, "claim": claim, "verdict": UNTESTABLE, "versus paper": "", "effect": "—",
+                          "cells": "—",
                           "paper": "reported", "best round": "—", "scale": "—", "evidence": reason, "note": "",
                           "section": section}], columns=COLUMNS)
 
@@ -196,7 +220,7 @@ def linked_table(table: pd.DataFrame) -> str:
                    f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else "", row.note]
         small = "".join(f"<br><small>{escape(str(d))}</small>" for d in details if d and d != "scale: —")
         claim = f'<a href="./{escape(page)}{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
-        cells = [escape(row.chapter), claim, f"<b>{escape(row.verdict)}</b>", escape(row.effect), escape(row.cells),
+        cells = [escape(row.chapter), claim, verdict_html(row), escape(row.effect), escape(row.cells),
                  escape(row.paper), escape(str(row.get("robustness", "—")))]
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{escape(c)}</th>" for c in CLAIMS_COLUMNS)
@@ -228,7 +252,7 @@ def box_html(rows: pd.DataFrame) -> str:
         details = [f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else "", row.note]
         small = "".join(f"<br><small>{escape(str(d))}</small>" for d in details if d)
         claim = f'<a href="{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
-        cells = [claim, f"<b>{escape(row.verdict)}</b>", escape(row.effect), escape(row.cells), escape(row.paper)]
+        cells = [claim, verdict_html(row), escape(row.effect), escape(row.cells), escape(row.paper)]
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{escape(c)}</th>" for c in BOX_COLUMNS)
     scale = "; ".join(dict.fromkeys(str(s) for s in rows.scale if s != "—"))
@@ -239,6 +263,18 @@ def box_html(rows: pd.DataFrame) -> str:
             f'<tbody>{"".join(lines)}</tbody></table><p class="fedkd-legend">{caption[4:]}</p>')
 
 
+def final_reading(module) -> str:
+    """How a chapter's claims read a run ("final"): the mean of its last N evaluated rounds where the
+    chapter's ``summary`` averages them (its ``last`` argument, as FedGMKD's paper reports accuracy),
+    else the run's final evaluation."""
+    import inspect
+
+    summary = getattr(module, "summary", None)
+    last = inspect.signature(summary).parameters.get("last") if summary else None
+    return (f"the mean of each run's last {last.default} evaluated rounds" if last is not None
+            else "each run's final evaluation")
+
+
 def verdict_box(module) -> pd.DataFrame:
     """Display a chapter's rows of the ledger (``module.ledger_rows()``: the committed records,
     whatever profile the page runs) as the box that opens the chapter (:func:`box_html`), and
@@ -247,7 +283,7 @@ def verdict_box(module) -> pd.DataFrame:
 
     rows = module.ledger_rows()
     display(HTML(box_html(rows)))
-    display(Markdown("Verdicts are on each run's final round, as the paper's tables are; *best round* judges each "
+    display(Markdown(f"Verdicts read {final_reading(module)}, as the paper's tables do; *best round* judges each "
                      "run at its best evaluation instead, and ⚑ marks a claim whose verdict differs between the two. "
                      "Effects are in accuracy points with 95% intervals; *cells* counts the settings where the claim "
                      "holds or is reversed on its own; a claim links to the table it rests on. "
@@ -255,24 +291,34 @@ def verdict_box(module) -> pd.DataFrame:
     return rows
 
 
-def cell_verdicts(module, records, value: str = "final") -> pd.DataFrame:
+def cell_verdicts(module, records, value: str = "final", enforce_gate: bool = True) -> pd.DataFrame:
     """Per claim and cell of ``records``: seeds, the mean effect in points, its 95% t-interval and
-    the cell's word (holds / reversed / inconclusive), with a readable cell label."""
+    the cell's word (holds / reversed / inconclusive), with a readable cell label; with
+    ``enforce_gate``, a cell the convergence gate leaves out of the claim's verdict is
+    :data:`LEFT_OUT` (as :func:`judge_chapter` judges it), its effect still shown."""
     keys = list(module.EFFECT_CELL_KEYS)
-    effects = module.effects_of(module.observations(records), value)
+    observed = module.observations(records)
+    effects = module.effects_of(observed, value)
+    gates = V.claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN) if enforce_gate else {}
     frames = []
     for claim in V.claims_in(effects, keys):
         cells = V.cell_table(effects, keys, claim)
         if len(cells):
+            gate = gates.get(claim)
+            if gate is not None:
+                passed = [bool(gate["converged"].get(V.cell_key(row, keys), True)) for _, row in cells.iterrows()]
+                cells.loc[[not p for p in passed], "outcome"] = LEFT_OUT
             label = cells[keys].astype(str).agg(", ".join, axis=1) if len(keys) > 1 else cells[keys[0]].astype(str)
             frames.append(cells.assign(claim=claim, cell=label))
     columns = ["claim", "cell"] + keys + ["seeds", "effect", "low", "high", "outcome"]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
-def show_cell_verdicts(module, records) -> pd.DataFrame:
+def show_cell_verdicts(module, records, enforce_gate: bool = True, label: str | None = None) -> pd.DataFrame:
     """Display, per profile of ``records`` (runs of two profiles are never paired), the heatmap of
-    :func:`cell_verdicts` on the final round and on the best round; return the final-round cells."""
+    :func:`cell_verdicts` on the final round and on the best round; return the final-round cells.
+    ``enforce_gate`` as the verdicts on these records use it; ``label`` names the records in the
+    titles (default: their profile)."""
     import matplotlib.pyplot as plt
     from IPython.display import Markdown, display
 
@@ -282,13 +328,14 @@ def show_cell_verdicts(module, records) -> pd.DataFrame:
     for profile in sorted({record.profile for record in records}):
         runs = [record for record in records if record.profile == profile]
         for value, moment in (("final", "final round"), ("best", "best round")):
-            table = cell_verdicts(module, runs, value)
+            table = cell_verdicts(module, runs, value, enforce_gate)
             if not len(table):
                 continue
             if value == "final":
                 shown.append(table.assign(profile=profile))
-            plots.cell_verdicts(table, f"profile {profile}, {moment}: effect per cell (points); "
-                                       "✓ holds, ✗ reversed, · inconclusive")
+            legend = "✓ holds, ✗ reversed, · inconclusive" + (", ○ left out by the convergence gate"
+                                                               if (table.outcome == LEFT_OUT).any() else "")
+            plots.cell_verdicts(table, f"{label or 'profile ' + profile}, {moment}: effect per cell (points); {legend}")
             plt.show()
     if not shown:
         display(Markdown("No cell has every method a claim compares: nothing to show."))

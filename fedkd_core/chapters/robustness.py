@@ -10,7 +10,7 @@ A chapter that takes part defines, as data:
   where the claim is true (:mod:`fedkd_core.chapters.ledger`); ``ROBUSTNESS_AT_PAPER_SCALE`` when
   the base runs at the paper's own round budget (the convergence gate then notes, not excludes);
   ``ROBUSTNESS_BASE_NOTE``, a sentence shown with the grid, when the base is not at the scale of
-  the chapter's verdicts (FedUA's, on its first reduced design).
+  the chapter's verdicts (FedUA's, on its first reduced design; KnFu's, on the as-coded schedules).
 
 The grid of all variants runs through the resumable sweep
 (``python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness``,
@@ -447,8 +447,8 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
                          + "\n".join(f"* {name}: {text}" for name, text in diverged.items())))
     notes = machine_notes(records)
     if notes:
-        display(Markdown("Records of more than one machine (`machines` above): a run rerun on another CPU in fp32 "
-                         f"moves by {MACHINE_DRIFT:.2f} points on average (`results/README.md`), so such a variant's "
+        display(Markdown("Records of more than one machine (`machines` above): the same run made on another CPU in "
+                         f"fp32 moves by {MACHINE_DRIFT:.2f} points on average (the Performance page's drift section), so such a variant's "
                          f"intervals are widened by ±{effect_drift():.2f} points (two runs in each effect).\n\n"
                          + "\n".join(f"* {note}" for note in notes)))
     changes = changes_from_reading(table, module.ROBUSTNESS[0].name)

@@ -23,10 +23,19 @@ MODEL_TEXT = {"resnet8": "ResNet-8", "resnet32": "ResNet-32", "cnn5": "the 5-lay
 
 
 def design_text(params) -> str:
-    """The design of ``params``' runs in words ("the 5-layer CNN, 10 clients, up to 2,000 images each, ...")."""
+    """The design of ``params``' runs in words ("the 5-layer CNN, 10 clients, up to 2,000 images each,
+    ..., 40 rounds of 2 local and 1 server epochs (the paper: 20 and 20)"): the epochs beside the
+    paper profile's, since how long the server distils decides how much distillation can do."""
+    from .profiles import PAPER_PROFILE
+
     per_client = params.pool_size // params.num_clients
+    epochs = f"{params.local_epochs} local and {params.server_epochs} server epoch{'s' * (params.server_epochs != 1)}"
+    paper = (f" (the paper: {PAPER_PROFILE.local_epochs} and {PAPER_PROFILE.server_epochs})"
+             if (params.local_epochs, params.server_epochs) != (PAPER_PROFILE.local_epochs, PAPER_PROFILE.server_epochs)
+             else "")
     return (f"{MODEL_TEXT.get(params.model, params.model)}, {params.num_clients} clients, "
-            f"up to {per_client:,} images each (a {params.pool_size:,}-image pool), {params.rounds} rounds")
+            f"up to {per_client:,} images each (a {params.pool_size:,}-image pool), {params.rounds} rounds of "
+            f"{epochs}{paper}")
 
 
 def scale_text(params=REDUCED_PROFILE) -> str:

@@ -16,7 +16,7 @@ from .grid import Params
 from .profiles import ROBUSTNESS_BASE
 
 ROBUSTNESS = (
-    Variant("chapter's settings, grid's cells", {}, "Adam lr 1e-3, R = 15, λ = 1, 1 fine-tuning epoch, Selective-FD τ = 0.5 ln C"),
+    Variant("as first coded, grid's cells", {}, "Adam lr 1e-3 (fresh per phase, no revisit), R = 15, λ = 1, 1 fine-tuning epoch, Selective-FD τ = 0.5 ln C"),
     Variant("SGD, lr 0.01, momentum 0.9", {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9},
             "the optimiser of most FL code (FedAvg, pFedSD, FedBE); the paper names none"),
     Variant("SGD, lr 0.01, momentum 0.9, R = 30", {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "rounds": 30},
@@ -32,7 +32,11 @@ ROBUSTNESS = (
     Variant("Selective-FD without server filter", {"entropy_threshold": 1.0},
             "the official code has no server-side selector (the table below shows what each threshold keeps)"),
 )
-ROBUSTNESS_AT_PAPER_SCALE = True  # the base is the paper profile's MNIST cells at |D_n| = 100, R = 15
+# R = 15 is ours (the paper gives no round budget), so the convergence gate leaves out a cell still
+# rising, as it does for the chapter's verdicts.
+ROBUSTNESS_BASE_NOTE = ("Its base is the paper profile's MNIST cells at |D_n| = 100 with every round's schedule as "
+                        "first coded (a fresh Adam per phase, scored right after the digest), not the tuned schedules "
+                        "the chapter's MNIST verdicts use: each variant changes one choice of the as-coded round")
 
 
 def selective_fd_filter_table(base: Params = ROBUSTNESS_BASE, root=None) -> pd.DataFrame:

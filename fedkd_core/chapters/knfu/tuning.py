@@ -134,8 +134,8 @@ def schedule_table(coded, tuned) -> pd.DataFrame:
 def verdict_changes(coded, tuned) -> pd.DataFrame:
     """Per claim: the verdict (word, pooled effect and interval, cells) on the as-coded records and
     on the tuned ones over the same cells and seeds, the paper's over those cells, and whether the
-    word changed (:func:`fedkd_core.chapters.ledger.judge_chapter`; the runs are at the paper's
-    round budget, so the convergence gate only annotates). A claim none of these cells test (Local
+    word changed (:func:`fedkd_core.chapters.ledger.judge_chapter`, whose convergence gate leaves
+    out a cell still rising at R: the paper gives none). A claim none of these cells test (Local
     over every sharing method: a CIFAR-10 claim) is left out."""
     from ..ledger import NO_RECORDS, judge_chapter, paper_text
 
@@ -143,7 +143,7 @@ def verdict_changes(coded, tuned) -> pd.DataFrame:
     coded = same_runs(coded, tuned)
     if not tuned:
         return pd.DataFrame(columns=["claim", "as coded", "tuned", "changed", "paper"])
-    before, after = judge_chapter(chapter, coded, enforce_gate=False), judge_chapter(chapter, tuned, enforce_gate=False)
+    before, after = judge_chapter(chapter, coded), judge_chapter(chapter, tuned)
     rows = []
     for claim, verdicts in after.items():
         was = before.get(claim, {}).get("final")
