@@ -334,8 +334,12 @@ if len(curves):
 fedua_history = history[history.algorithm == "fedua"] if len(history) else history
 if len(fedua_history):
     weights = fedua_history.groupby(["profile", "partition", "participation", "round"])["mean_max_weight"].mean().unstack("round")
-    display(Markdown("Mean largest teacher weight, by evaluated round (mean over seeds):"))
-    tables.show(weights, digits=3, settings=["participation"])
+    evaluated = list(weights.columns)
+    picked = list(dict.fromkeys(evaluated[round(q * (len(evaluated) - 1))] for q in (0, 0.25, 0.5, 0.75, 1)))
+    shown_weights = weights[picked].rename(columns=lambda r: f"round {r}").assign(**{"mean over rounds": weights.mean(axis=1)})
+    display(Markdown(f"Mean largest teacher weight (mean over seeds) at the first, last and three evenly spaced of the "
+                     f"{len(evaluated)} evaluated rounds, and its mean over all of them:"))
+    tables.show(shown_weights, digits=3, settings=["participation"])
     jitters = chapter.jitter_counts(records)
     if len(jitters):
         display(Markdown(f"GDA jitter (× the mean feature variance; 0: every covariance factored as fitted) over the "

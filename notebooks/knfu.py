@@ -251,7 +251,15 @@ paper = pd.concat([knfu.paper_table1(), knfu.paper_table2()], ignore_index=True)
 comparison = report.compare_with_paper(ours, paper, keys)
 comparison["algorithm"] = comparison["algorithm"].map(knfu.METHODS)
 for dataset, title in (("mnist", "Table 1 (MNIST)"), ("cifar10", "Table 2 (CIFAR-10)")):
-    display(Markdown(f"**{title}**, as the paper lays it out: settings as rows, methods as columns"))
+    shown = ours[ours.dataset == dataset]
+    if shown.empty:
+        continue
+    profiles = "+".join(sorted(set("+".join(shown["profile"]).split("+"))))
+    schedules = sorted({knfu.schedule_of(r) for r in records if r.config["data"]["dataset"] == dataset
+                        and r.config["algorithm"] in knfu.TUNED})
+    display(Markdown(f"**{title}**, as the paper lays it out: settings as rows, methods as columns. Profile "
+                     f"{profiles}, {knfu.tables.seeds_text(shown)}; round schedule {', '.join(schedules)} "
+                     f"(`{knfu.DEFAULT}` is the round as first coded; the verdicts judge MNIST on the tuned rerun below)."))
     display(HTML(tables.paper_layout(comparison[comparison.dataset == dataset], ["alpha", "size"], ["algorithm"],
                                      method="algorithm", names={"alpha": "α", "size": "|D_n|", "algorithm": ""})))
 
