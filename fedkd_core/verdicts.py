@@ -18,7 +18,9 @@ How the numbers are turned into a verdict (the Claims page explains the same in 
   reduced profile has it could never decide anything.
 * **The words**: *holds* (interval above zero, no cell reversed), *partly* (interval above zero,
   some cell reversed), *does not hold* (interval below zero), *inconclusive* (the interval
-  contains zero), *untested at this scale* (every cell failed the convergence gate, :func:`gate`).
+  contains zero), *untested at this scale* (every cell failed the convergence gate, :func:`gate`);
+  a chapter may withhold a measured verdict as *not judged: unequal tuning* (the methods compared
+  did not get the same tuning budget: :func:`fedkd_core.chapters.ledger.withhold`).
 * **The paper's side**: where a paper reports mean ± std over n runs, each method's cell mean is
   drawn from a normal with that mean and std/√n (a seeded parametric bootstrap), the same effect
   function is applied to every draw, and the 2.5 and 97.5 percentiles give the intervals. The
@@ -198,18 +200,23 @@ def claim_word(interval: Interval, reversed_cells: int) -> str:
     return DOES_NOT_HOLD if interval.high < 0 else INCONCLUSIVE
 
 
-def versus_paper(ours: Interval, paper: Interval | None, word: str) -> str:
-    """How our effect's size compares with the paper's, where their 95% intervals say: "smaller
-    than the paper's" for a claim that holds (or partly) with an interval wholly below the paper's,
-    "larger than the paper's" wholly above it, "as large as the paper's" where they overlap; for an
-    inconclusive claim whose interval excludes the paper's, "rules out the paper's effect". ""
-    where either side has no interval, and for the other words (they say it already)."""
-    if paper is None or any(np.isnan(v) for v in (ours.low, ours.high, paper.low, paper.high)):
+def versus_paper(ours: Interval, word: str, paper: "Verdict | None") -> str:
+    """How our effect's size compares with the paper's, where the paper's own verdict on the same
+    cells is *holds* (or *partly*) and both have a 95% interval: for our *holds* / *partly*,
+    "smaller than the paper's" (our interval wholly below the paper's), "larger than the paper's"
+    (wholly above) or "consistent with the paper's" (they overlap); for our *inconclusive*, "rules
+    out the paper's effect" where our interval lies wholly below the paper's. "" otherwise: the
+    paper's tables do not show the claim (their verdict column says so), the paper's verdict is on
+    cells we did not run, or our word already says it."""
+    if paper is None or paper.word not in (HOLDS, PARTLY) or "paper's own cells" in paper.note:
         return ""
-    below, above = ours.high < paper.low, ours.low > paper.high
+    theirs = paper.interval
+    if any(np.isnan(v) for v in (ours.low, ours.high, theirs.low, theirs.high)):
+        return ""
+    below, above = ours.high < theirs.low, ours.low > theirs.high
     if word in (HOLDS, PARTLY):
-        return "smaller than the paper's" if below else "larger than the paper's" if above else "as large as the paper's"
-    if word == INCONCLUSIVE and (below or above):
+        return "smaller than the paper's" if below else "larger than the paper's" if above else "consistent with the paper's"
+    if word == INCONCLUSIVE and below:
         return "rules out the paper's effect"
     return ""
 
@@ -220,7 +227,8 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     :func:`gate`, indexed by ``cell_keys``) and ``enforce_gate``, only the cells that pass the
     convergence gate count, and a claim with none left is "untested at this scale"; without
     ``enforce_gate`` (runs at the paper's own round budget, where a still-rising method is the
-    paper's protocol) every cell counts and the note says how many were still rising. ``widen``:
+    paper's protocol; or two sets of runs compared on the same cells) every cell counts and the note
+    says how many were still rising. ``widen``:
     points added to each side of the pooled interval (the drift between machines, where the
     effect's runs come from more than one: :func:`effect_drift`)."""
     if claim not in effects or not effects[claim].notna().any():
@@ -239,7 +247,7 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
                 if not len(cells):
                     return Verdict(claim, UNTESTED, note=notes[0], gate_reason=gate_reason)
             else:
-                notes.append(f"{len(failed)} of {len(cells)} cells still rising at the paper's round budget: "
+                notes.append(f"{len(failed)} of {len(cells)} cells still rising at the last round, counted: "
                              f"{'; '.join(reasons)}")
     single = int((cells.seeds < 2).sum())
     if single:
@@ -442,6 +450,23 @@ def cell_sources(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observ
     return sources
 
 
+def joint_gate(one: pd.DataFrame | None, other: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Two :func:`gate` tables of the same claim on two sets of runs (a method as coded and tuned),
+    as one: a cell passes only where it passes in both, so that both sets are judged on the same
+    cells; the methods still rising and the fewest evaluations of either."""
+    if one is None or other is None:
+        return one if other is None else other
+    index = one.index.union(other.index)
+    a, b = one.reindex(index), other.reindex(index)
+    passes = lambda t: t["converged"].map(lambda v: True if v is None or v != v else bool(v))  # noqa: E731
+    rising = lambda t: t["rising"].map(lambda v: v if isinstance(v, list) else [])  # noqa: E731
+    return pd.DataFrame({"converged": passes(a) & passes(b),
+                         "rising": [sorted(set(x) | set(y)) for x, y in zip(rising(a), rising(b))],
+                         "evaluations": pd.concat([a["evaluations"], b["evaluations"]], axis=1).min(axis=1),
+                         "reason": ["; ".join(r for r in (x, y) if isinstance(r, str) and r) for x, y in zip(a["reason"], b["reason"])]},
+                        index=index)
+
+
 def with_sources(table: pd.DataFrame, sources: dict[tuple, set]) -> pd.DataFrame:
     """``table`` (a :func:`gate`) with each cell failing where a cell it reads (``sources``) fails,
     the reason naming that cell."""
@@ -473,12 +498,14 @@ PAPER_REPLICATES = 4000
 
 def paper_verdicts(paper: pd.DataFrame, effects_of: Callable[[pd.DataFrame, str], pd.DataFrame],
                    cell_keys: Sequence[str], runs: int, cells: pd.DataFrame | None = None,
-                   replicates: int = PAPER_REPLICATES, seed: int = 0) -> dict[str, Verdict]:
+                   replicates: int = PAPER_REPLICATES, seed: int = 0,
+                   claim_cells: dict[str, pd.DataFrame] | None = None) -> dict[str, Verdict]:
     """Each claim judged on a paper's table (rows: the chapter's observation columns with ``mean``
     and ``std`` in %, NaN std where the paper gives none), by a seeded parametric bootstrap over
     ``runs`` assumed runs per reported number; restricted to ``cells`` (a frame of ``cell_keys``)
-    when given. Where the paper gives no spread, the verdict counts signs (note "paper gives no
-    spread")."""
+    when given, and a claim in ``claim_cells`` to its own cells there (the cells our verdict on it
+    kept: the two sides then read the same cells). Where the paper gives no spread, the verdict
+    counts signs (note "paper gives no spread")."""
     has_spread = bool(paper["std"].notna().all())
     draws = replicates if has_spread else 1
     rng = np.random.default_rng(seed)
@@ -491,8 +518,10 @@ def paper_verdicts(paper: pd.DataFrame, effects_of: Callable[[pd.DataFrame, str]
     ours = every.merge(cells[list(cell_keys)].drop_duplicates(), on=list(cell_keys)) if cells is not None and len(cells) else every
     verdicts = {}
     for claim in claims_in(every, cell_keys):
-        shared = claim in ours and ours[claim].notna().any()
-        effects = ours if shared else every  # a claim none of our cells share: the paper's own cells
+        mine = (every.merge(claim_cells[claim][list(cell_keys)].drop_duplicates(), on=list(cell_keys))
+                if claim_cells and claim in claim_cells and len(claim_cells[claim]) else ours)
+        shared = claim in mine and mine[claim].notna().any()
+        effects = mine if shared else every  # a claim none of our cells share: the paper's own cells
         per_cell = effects.dropna(subset=[claim]).pivot_table(index="seed", columns=list(cell_keys), values=claim) * POINTS
         if per_cell.empty:
             continue

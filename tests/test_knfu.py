@@ -320,10 +320,10 @@ def test_the_ledger_reads_mnist_tuned_and_cifar_as_coded():
     assert (chapter.LOCAL_ON_CIFAR + chapter.AS_CODED_SUFFIX) in set(coded.claim)
     assert all("points from the paper's table" in scale for scale in coded.scale)
     # CIFAR-10 is not rerun under tuned schedules: measured, but not judged, and the note says what tuning did on MNIST
-    judged = coded[coded.verdict != "no committed records"]
+    judged = coded[~coded.verdict.isin(["no committed records", "untested at this scale"])]  # untested stays so
     assert len(judged) and (judged.verdict == "not judged: unequal tuning").all()
     assert all(note.startswith("measured: ") for note in judged.note)
-    assert any("tuning every method's schedule moved its effect from" in note for note in judged.note)
+    assert any("tuning every method's schedule moved it from" in note for note in judged.note)
 
 
 def test_knfu_is_compared_with_fedmd_as_its_authors_run_it_where_that_ran():

@@ -55,7 +55,7 @@ def test_judged_rows_gate_out_cells_still_rising_and_without_records_say_so():
     row = ledger.judged_rows("X", toy_chapter(), rising, "x.html", "reduced", "").iloc[0]
     assert row.verdict == "untested at this scale" and "B in 2 cells still rising" in row.note
     at_paper_scale = ledger.judged_rows("X", toy_chapter(), rising, "x.html", "paper", "", enforce_gate=False).iloc[0]
-    assert at_paper_scale.verdict == "inconclusive" and "still rising at the paper's round budget" in at_paper_scale.note
+    assert at_paper_scale.verdict == "inconclusive" and "still rising at the last round, counted" in at_paper_scale.note
     empty = ledger.judged_rows("X", toy_chapter(), [], "x.html", "reduced", "").iloc[0]
     assert (empty.verdict, empty.evidence) == (ledger.NO_RECORDS, ledger.NO_RECORDS)
     assert empty.paper.startswith("holds")  # the paper's side is judged whatever we have
@@ -74,6 +74,10 @@ def test_withheld_claims_keep_their_measured_effect_and_say_why():
     assert ledger.withhold(empty, ledger.V.UNEQUAL_TUNING, {"A > B": "why"}).iloc[0].verdict == ledger.NO_RECORDS
     untouched = ledger.withhold(rows, ledger.V.UNEQUAL_TUNING, {"another claim": "why"})
     assert untouched.equals(rows)
+    rising = [(cell, method, seed, 0.5, 0.5, 12, 3.0 if method == "B" else 0.0)
+              for cell in ("c1", "c2") for seed in range(3) for method in ("A", "B")]
+    untested = ledger.judged_rows("X", toy_chapter(), rising, "x.html", "reduced", "")
+    assert ledger.withhold(untested, ledger.V.UNEQUAL_TUNING, {"A > B": "why"}).iloc[0].verdict == "untested at this scale"
 
 
 def test_a_verdict_says_how_its_effect_compares_with_the_papers():
@@ -99,6 +103,9 @@ def test_cells_the_gate_leaves_out_of_a_verdict_are_marked_so():
     assert ledger.cell_verdicts(toy_chapter(), runs, enforce_gate=False).outcome.tolist() == ["holds", "holds"]
     row = ledger.judged_rows("X", toy_chapter(), runs, "x.html", "reduced", "").iloc[0]
     assert row.cells == "1 hold, 0 reversed, 0 inconclusive of 1"  # the box counts the same cells
+    judged = ledger.judge_chapter(toy_chapter(), runs)["A > B"]
+    assert judged["paper"].cells == 1  # the paper's side reads the cell our verdict kept
+    assert ledger.judge_chapter(toy_chapter(), runs, enforce_gate=False)["A > B"]["paper"].cells == 2
 
 
 def sign_counts(frame):

@@ -298,7 +298,7 @@ def test_changes_from_the_reading_name_the_complete_variants_that_change_a_verdi
                           "seed spread": [0.1] * 5, "seeds": [3] * 5, "runs": [9] * 5,
                           "complete": [True, True, True, False, True]})
     assert rb.changes_from_reading(table, "ours") == [  # v2 keeps the verdict, v3 is incomplete
-        "**X** does not hold under the chapter's settings on the grid's cells (-0.50 [-0.70, -0.30]); under **v1** it holds (+0.29 [+0.10, +0.50]; "
+        "**X** does not hold under **ours** (-0.50 [-0.70, -0.30]); under **v1** it holds (+0.29 [+0.10, +0.50]; "
         "reversed in 0 of 3 cells)"]
 
 
@@ -348,7 +348,7 @@ def test_effect_shifts_name_complete_variants_that_move_an_effect_beyond_the_see
                           "of cells": [2] * 6, "seeds": [3, 3, 3, 3, 3, 1],
                           "complete": [True, True, True, False, True, True]})
     # v1 moved 1.9 > 1.0; v2 0.5 <= 1.0; v3 incomplete; v4 moved 2.0 <= its own spread 3.5; v5 judged on 1 seed
-    assert rb.effect_shifts(table, "ours") == ["**X**: +2.00 ± 1.00 points under the chapter's settings on the grid's cells; +0.10 ± 0.50 with v1"]
+    assert rb.effect_shifts(table, "ours") == ["**X**: +2.00 ± 1.00 points under **ours**; +0.10 ± 0.50 with v1"]
 
 
 def test_a_claim_whose_methods_diverged_in_every_run_of_a_variant_is_unjudged_there(monkeypatch):

@@ -132,7 +132,7 @@ def test_cells_that_fail_the_gate_do_not_count_unless_at_the_papers_round_budget
     gated = V.judge(effects, ["cell"], "A > B", gates)
     assert (gated.word, gated.cells) == ("holds", 1) and "1 of 2 cells left out" in gated.note
     kept = V.judge(effects, ["cell"], "A > B", gates, enforce_gate=False)
-    assert (kept.word, kept.cells) == ("inconclusive", 2) and "still rising at the paper's round budget" in kept.note
+    assert (kept.word, kept.cells) == ("inconclusive", 2) and "still rising at the last round, counted" in kept.note
     none_left = V.judge(effects, ["cell"], "A > B", gates.assign(converged=False))
     assert none_left.word == V.UNTESTED and "B in 1 cell still rising" in none_left.note
 
@@ -257,14 +257,31 @@ def test_a_cell_measured_against_a_rising_cell_fails_the_gate_with_that_cell_nam
     assert claim_gates(_relative_drop_effects, flat, ["c"])["a loses less"].converged.all()
 
 
-def test_versus_paper_compares_the_two_intervals_only_where_they_say_something():
-    paper = V.Interval(3.0, 2.0, 4.0)
-    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), paper, V.HOLDS) == "smaller than the paper's"
-    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), paper, V.PARTLY) == "smaller than the paper's"
-    assert V.versus_paper(V.Interval(6.0, 5.0, 7.0), paper, V.HOLDS) == "larger than the paper's"
-    assert V.versus_paper(V.Interval(3.5, 1.5, 5.5), paper, V.HOLDS) == "as large as the paper's"
-    assert V.versus_paper(V.Interval(0.1, -0.3, 0.5), paper, V.INCONCLUSIVE) == "rules out the paper's effect"
-    assert V.versus_paper(V.Interval(1.0, -1.0, 3.0), paper, V.INCONCLUSIVE) == ""  # could be the paper's
-    assert V.versus_paper(V.Interval(-2.0, -3.0, -1.0), paper, V.DOES_NOT_HOLD) == ""  # the word says it
-    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.Interval(3.0, float("nan"), float("nan")), V.HOLDS) == ""
-    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), None, V.HOLDS) == ""
+def test_versus_paper_compares_sizes_only_where_the_papers_tables_show_the_claim():
+    holds = V.Verdict("c", V.HOLDS, V.Interval(3.0, 2.0, 4.0), note="assuming 3 runs")
+    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.HOLDS, holds) == "smaller than the paper's"
+    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.PARTLY, holds) == "smaller than the paper's"
+    assert V.versus_paper(V.Interval(6.0, 5.0, 7.0), V.HOLDS, holds) == "larger than the paper's"
+    assert V.versus_paper(V.Interval(3.5, 1.5, 5.5), V.HOLDS, holds) == "consistent with the paper's"
+    assert V.versus_paper(V.Interval(0.1, -0.3, 0.5), V.INCONCLUSIVE, holds) == "rules out the paper's effect"
+    assert V.versus_paper(V.Interval(1.0, -1.0, 3.0), V.INCONCLUSIVE, holds) == ""  # could be the paper's
+    assert V.versus_paper(V.Interval(-2.0, -3.0, -1.0), V.DOES_NOT_HOLD, holds) == ""  # the word says it
+    # the paper's tables do not show the claim: no size to compare with
+    for word, interval in ((V.INCONCLUSIVE, V.Interval(0.05, -0.8, 0.9)), (V.DOES_NOT_HOLD, V.Interval(-2.0, -3.0, -1.0))):
+        assert V.versus_paper(V.Interval(0.7, 0.3, 1.1), V.HOLDS, V.Verdict("c", word, interval)) == ""
+    own_cells = V.Verdict("c", V.HOLDS, V.Interval(3.0, 2.0, 4.0), note="; on the paper's own cells, none of which we ran")
+    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.HOLDS, own_cells) == ""  # other data: sizes do not compare
+    signs_only = V.Verdict("c", V.HOLDS, V.Interval(3.0, float("nan"), float("nan")))
+    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.HOLDS, signs_only) == ""
+    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.HOLDS, None) == ""
+
+
+def test_a_joint_gate_passes_a_cell_only_where_both_sets_of_runs_converged():
+    one = pd.DataFrame({"converged": [True, False, True], "rising": [[], ["A"], []], "evaluations": [15, 15, 15],
+                        "reason": ["", "A still rising", ""]}, index=["c1", "c2", "c3"])
+    other = pd.DataFrame({"converged": [True, True, False], "rising": [[], [], ["B"]], "evaluations": [15, 12, 15],
+                          "reason": ["", "", "B still rising"]}, index=["c1", "c2", "c3"])
+    both = V.joint_gate(one, other)
+    assert both.converged.tolist() == [True, False, False]
+    assert both.rising.tolist() == [[], ["A"], ["B"]] and both.evaluations.tolist() == [15, 12, 15]
+    assert V.joint_gate(one, None) is one

@@ -50,20 +50,38 @@ def _seeds_per_cell(records) -> str:
     return str(fewest) if fewest == most else f"{fewest}-{most}"
 
 
-def judge_chapter(module, records, enforce_gate: bool = True) -> dict[str, dict]:
+def judge_chapter(module, records, enforce_gate: bool = True, gates: dict | None = None) -> dict[str, dict]:
     """Per claim of ``module`` on ``records``: the :class:`~fedkd_core.verdicts.Verdict` on the
     final round ("final"), on each run's best round ("best"), and on the paper's tables over the
-    same cells ("paper"; over the paper's own cells for a claim none of ours share). The
-    convergence gate of a claim reads the runs of the methods it compares."""
+    same cells ("paper": the cells our final verdict kept; over the paper's own cells for a claim
+    none of ours share). The convergence gate of a claim reads the runs of the methods it compares;
+    ``gates`` replaces it (per claim, a :func:`~fedkd_core.verdicts.gate` table: two sets of runs
+    judged on the same cells, :func:`~fedkd_core.verdicts.joint_gate`)."""
     keys = list(module.EFFECT_CELL_KEYS)
     observed = module.observations(records)
     final, best = module.effects_of(observed, "final"), module.effects_of(observed, "best")
-    gates = V.claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN)
-    paper = V.paper_verdicts(module.paper_observations(), module.effects_of, keys, module.PAPER_RUNS, cells=final)
+    if gates is None:
+        gates = V.claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN)
+    kept = kept_cells(final, keys, gates) if enforce_gate else None
+    paper = V.paper_verdicts(module.paper_observations(), module.effects_of, keys, module.PAPER_RUNS, cells=final,
+                             claim_cells=kept)
     claims = list(dict.fromkeys(list(paper) + V.claims_in(final, keys)))
     return {claim: {"final": V.judge(final, keys, claim, gates.get(claim), enforce_gate),
                     "best": V.judge(best, keys, claim, gates.get(claim), enforce_gate),
                     "paper": paper.get(claim)} for claim in claims}
+
+
+def kept_cells(effects: pd.DataFrame, keys: list[str], gates: dict) -> dict[str, pd.DataFrame]:
+    """Per claim of ``effects``, the cells (``keys``) that have its effect and pass its gate: the
+    cells its verdict reads."""
+    kept = {}
+    for claim in V.claims_in(effects, keys):
+        cells = effects.dropna(subset=[claim])[keys].drop_duplicates()
+        gate = gates.get(claim)
+        if gate is not None:
+            cells = cells[[bool(gate["converged"].get(V.cell_key(row, keys), True)) for _, row in cells.iterrows()]]
+        kept[claim] = cells
+    return kept
 
 
 def paper_text(verdict) -> str:
@@ -100,7 +118,7 @@ def judged_rows(chapter: str, module, records, section: str, scale: str, evidenc
     for claim, verdicts in judged.items():
         final, paper = verdicts["final"], verdicts["paper"]
         rows.append({"chapter": chapter, "claim": claim, "verdict": final.word,
-                     "versus paper": V.versus_paper(final.interval, paper.interval if paper else None, final.word),
+                     "versus paper": V.versus_paper(final.interval, final.word, paper),
                      "effect": final.effect_text,
                      "cells": final.cells_text, "paper": paper_text(verdicts["paper"]),
                      "best round": best_round_text(final, verdicts["best"]), "scale": scale,
@@ -127,12 +145,13 @@ def withhold(rows: pd.DataFrame, word: str, reasons: dict[str, str]) -> pd.DataF
     """``rows`` with the verdict of each claim in ``reasons`` replaced by ``word`` (one of
     :data:`~fedkd_core.verdicts.NOT_JUDGED`: the records measure the claim but cannot judge it
     fairly, e.g. :data:`~fedkd_core.verdicts.UNEQUAL_TUNING`), the measured verdict and the reason
-    leading its note; the effect stays, as measured. A claim without records keeps saying so."""
+    leading its note; the effect stays, as measured. A claim the records cannot judge anyway
+    (no records, every cell left out by the gate) keeps its word."""
     rows = rows.copy()
-    for index, row in rows[rows.claim.isin(list(reasons)) & (rows.verdict != NO_RECORDS)].iterrows():
-        measured = f"measured: {row.verdict}" + (f", {row.effect}" if row.effect != "—" else "")
-        rows.loc[index, ["verdict", "versus paper", "note"]] = [
-            word, "", "; ".join(part for part in (measured, reasons[row.claim], row.note) if part)]
+    for index, row in rows[rows.claim.isin(list(reasons)) & ~rows.verdict.isin(V.NOT_JUDGED)].iterrows():
+        measured = f"measured: {row.verdict}, {row.effect}"
+        rows.loc[index, ["verdict", "versus paper", "best round", "note"]] = [
+            word, "", "—", "; ".join(part for part in (measured, reasons[row.claim], row.note) if part)]
     return rows
 
 

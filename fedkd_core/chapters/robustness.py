@@ -4,11 +4,11 @@ A chapter that takes part defines, as data:
 
 * ``ROBUSTNESS``: a tuple of :class:`Variant` — each a name, the ``Params`` fields it changes from
   the base (the profile YAML the sweep is given) and why that value is a fair alternative. The
-  first variant is the chapter's own reading (no overrides).
+  first variant is the grid's base reading (no overrides): the chapter's settings on the grid's
+  cells, or, where ``ROBUSTNESS_BASE_NOTE`` says so, an earlier design of them.
 * ``observations(records)`` and ``effects_of(frame, value)``: the runs as rows and, per (cell,
   seed), one column per claim holding the claim's effect (e.g. KnFu's ALMA minus FedMD's), positive
-  where the claim is true (:mod:`fedkd_core.chapters.ledger`); ``ROBUSTNESS_AT_PAPER_SCALE`` when
-  the base runs at the paper's own round budget (the convergence gate then notes, not excludes);
+  where the claim is true (:mod:`fedkd_core.chapters.ledger`);
   ``ROBUSTNESS_BASE_NOTE``, a sentence shown with the grid, when the base is not at the scale of
   the chapter's verdicts (FedUA's, on its first reduced design; KnFu's, on the as-coded schedules).
 
@@ -173,8 +173,7 @@ def summarise_variant(module: ModuleType, records: list) -> pd.DataFrame:
     keys = list(module.EFFECT_CELL_KEYS)
     widen = effect_drift() if len(machines_of(records)) > 1 else 0.0
     return summarise_effects(module.effects_of(observed, "final"), keys, widen,
-                             claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN),
-                             enforce_gate=not getattr(module, "ROBUSTNESS_AT_PAPER_SCALE", False))
+                             claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN))
 
 
 def unjudged_rows(claims: list[str]) -> pd.DataFrame:
@@ -348,7 +347,7 @@ def beside_reading(table: pd.DataFrame, reading: str):
 def changes_from_reading(table: pd.DataFrame, reading: str) -> list[str]:
     """Per claim, the complete variants under which its verdict differs from the chapter's own
     reading (``reading``, the first variant), as one sentence each ("under SGD, lr 0.01 ... Local ≥
-    every sharing method holds, +1.2 [+0.4, +2.0], where the chapter's settings on the grid's cells read does not hold");
+    every sharing method holds, +1.2 [+0.4, +2.0]", after the reading's own verdict);
     claims that no variant changes are left out."""
     from ..verdicts import Interval
 
@@ -356,7 +355,7 @@ def changes_from_reading(table: pd.DataFrame, reading: str) -> list[str]:
     for claim, base, others in beside_reading(table, reading):
         moved = others[others.verdict != base.verdict]
         if len(moved):
-            lines.append(f"**{claim}** {base.verdict} under the chapter's settings on the grid's cells ({Interval(base.effect, base.low, base.high).text()}); "
+            lines.append(f"**{claim}** {base.verdict} under **{reading}** ({Interval(base.effect, base.low, base.high).text()}); "
                          + "; ".join(f"under **{row.variant}** it {_reads(row.verdict)} "
                                      f"({Interval(row.effect, row.low, row.high).text()}; "
                                      f"reversed in {row.reversed} of {row['of cells']} cells)"
@@ -380,7 +379,7 @@ def effect_shifts(table: pd.DataFrame, reading: str) -> list[str]:
         alike = others[(others.seeds == base.seeds) & (others["of cells"] == base["of cells"])]
         moved = alike[(alike.effect - base.effect).abs() > alike["seed spread"].clip(lower=base["seed spread"])]
         if len(moved):
-            lines.append(f"**{claim}**: {base.effect:+.2f} ± {base['seed spread']:.2f} points under the chapter's settings on the grid's cells; "
+            lines.append(f"**{claim}**: {base.effect:+.2f} ± {base['seed spread']:.2f} points under **{reading}**; "
                          + "; ".join(f"{row.effect:+.2f} ± {row['seed spread']:.2f} with {row.variant}"
                                      for _, row in moved.iterrows()))
     return lines
@@ -437,7 +436,7 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     if plot_effects(table, module.ROBUSTNESS[0].name) is not None:
         display(Markdown("Above, each claim over the variants whose runs are all committed: the pooled effect with "
                          "its 95% interval, a **filled** marker where the verdict is *holds* and a hollow one otherwise "
-                         "(in brackets: the verdict), this chapter's own reading in red; left of the dashed line the "
+                         f"(in brackets: the verdict), the grid's base reading ({module.ROBUSTNESS[0].name}) in red; left of the dashed line the "
                          "claim is reversed on average."))
     diverged = divergence_texts(divergences)
     if diverged:

@@ -133,17 +133,25 @@ def schedule_table(coded, tuned) -> pd.DataFrame:
 
 def verdict_changes(coded, tuned) -> pd.DataFrame:
     """Per claim: the verdict (word, pooled effect and interval, cells) on the as-coded records and
-    on the tuned ones over the same cells and seeds, the paper's over those cells, and whether the
-    word changed (:func:`fedkd_core.chapters.ledger.judge_chapter`, whose convergence gate leaves
-    out a cell still rising at R: the paper gives none). A claim none of these cells test (Local
+    on the tuned ones over the same cells and seeds, the paper's over those cells, whether the word
+    changed, and how many of the cells both sets have converged in (:func:`~fedkd_core.verdicts.joint_gate`).
+    Every cell counts on both sides, so the two verdicts read the same cells: the as-coded runs are
+    mostly still rising at R = 15, and the gate would leave the comparison a cell or two (the
+    chapter's verdicts, on the tuned runs alone, apply it). A claim none of these cells test (Local
     over every sharing method: a CIFAR-10 claim) is left out."""
-    from ..ledger import NO_RECORDS, judge_chapter, paper_text
+    from ...verdicts import claim_gates, joint_gate
+    from ..ledger import NO_RECORDS, judge_chapter, kept_cells, paper_text
 
     chapter = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
     coded = same_runs(coded, tuned)
     if not tuned:
-        return pd.DataFrame(columns=["claim", "as coded", "tuned", "changed", "paper"])
-    before, after = judge_chapter(chapter, coded), judge_chapter(chapter, tuned)
+        return pd.DataFrame(columns=["claim", "as coded", "tuned", "changed", "converged in both", "paper"])
+    keys = list(chapter.EFFECT_CELL_KEYS)
+    one, other = (claim_gates(chapter.effects_of, chapter.observations(runs), keys, chapter.METHOD_COLUMN)
+                  for runs in (coded, tuned))
+    gates = {claim: joint_gate(one.get(claim), other.get(claim)) for claim in set(one) | set(other)}
+    kept = kept_cells(chapter.effects_of(chapter.observations(tuned), "final"), keys, gates)
+    before, after = (judge_chapter(chapter, runs, enforce_gate=False) for runs in (coded, tuned))
     rows = []
     for claim, verdicts in after.items():
         was = before.get(claim, {}).get("final")
@@ -154,5 +162,6 @@ def verdict_changes(coded, tuned) -> pd.DataFrame:
                      "as coded": f"{was.word}, {was.effect_text} ({was.cells_text})" if was else "—",
                      "tuned": f"{now.word}, {now.effect_text} ({now.cells_text})",
                      "changed": "yes" if was is None or was.word != now.word else "no",
+                     "converged in both": f"{len(kept.get(claim, []))} of {now.cells} cells",
                      "paper": paper_text(verdicts["paper"])})
     return pd.DataFrame(rows)
