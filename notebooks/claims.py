@@ -107,11 +107,13 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # rows, run with the round as first coded, while tuning every method's schedule changed the same
 # claims on MNIST): the note gives the measured verdict and what tuning did to it on MNIST.
 #
-# **Beside the paper's effect.** Under a verdict, how our effect compares with the paper's where
-# the two 95% intervals say so (`fedkd_core.verdicts.versus_paper`): *smaller than* or *larger than
-# the paper's* where they do not overlap, *as large as the paper's* where they do, and for an
-# inconclusive claim whose interval excludes the paper's effect, *rules out the paper's effect*. A
-# claim can hold here and still be much smaller than the paper reports.
+# **Beside the paper's effect.** The paper's side is judged on the cells our verdict kept. Where
+# it *holds* (or *partly*), our verdict says how our effect compares with the paper's
+# (`fedkd_core.verdicts.versus_paper`): *smaller than* or *larger than the paper's* where the two 95%
+# intervals do not overlap, *consistent with the paper's* where they do, and for an inconclusive
+# claim whose interval lies below the paper's, *rules out the paper's effect*. Nothing is said where
+# the paper's tables do not show the claim, or where its verdict comes from cells we did not run.
+# A claim can hold here and still be much smaller than the paper reports.
 #
 # **The convergence gate.** A cell counts only if every run behind it was evaluated at least 10
 # times and every method's mean curve gained less than 1 point over the last 20% of the rounds.
