@@ -18,8 +18,8 @@
 # committed, never from a number typed into a page: KnFu at the paper's scale (MNIST with every
 # method under its tuned schedule; CIFAR-10 as coded, measured but not judged until it is rerun
 # under tuned schedules), FedUA and FedGMKD on their reduced profiles,
-# FedCKD on its paper-scale Fashion-MNIST column once a claim has a cell there with every method it
-# compares and on its reduced profile until then. Each row's scale says which. The landing page summarises this table; each chapter opens
+# FedCKD on its paper-scale Fashion-MNIST column once all its runs are committed and on its reduced
+# profile until then. Each row's scale says which. The landing page summarises this table; each chapter opens
 # with its own rows of it. The verdicts come first; how they are computed, and from which
 # records, follows them ([How verdicts are computed](#how-verdicts-are-computed)).
 

@@ -81,8 +81,9 @@ card.show_citation("fedckd")
 #
 # Each claim of the paper, judged on committed records whatever profile this page was executed
 # with: the same rows as on the [Claims page](claims.ipynb). The verdicts move to the paper-scale
-# Fashion-MNIST n = 100 column (`fedckd.PAPER_FMNIST100`) once some claim has a cell there with every
-# method it compares; the line below counts what is committed and names the profile they rest on now.
+# Fashion-MNIST n = 100 column (`fedckd.PAPER_FMNIST100`) once all of its runs are committed (a
+# partial column would judge each claim on whatever seeds the sweep reached first); the line below
+# counts what is committed and names the profile they rest on now.
 # The tables further down show the committed reduced-profile records and this page's own runs, each
 # row labelled with its profile.
 

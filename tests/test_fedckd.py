@@ -368,27 +368,20 @@ def test_forgetting_is_told_with_the_client_rounds_on_both_sides_and_as_a_demons
     assert by_round["own model (%)"].tolist() == pytest.approx([220 / 3, 220 / 3])
 
 
-def test_the_verdicts_rest_on_the_paper_scale_column_only_once_a_claim_has_a_cell_there(tmp_path, monkeypatch):
+def test_the_verdicts_rest_on_the_paper_scale_column_only_once_all_its_runs_are_committed(tmp_path, monkeypatch):
     from fedkd_core.chapters.fedckd import claims
 
+    runs = len(chapter.experiments(chapter.PAPER_FMNIST100))
     empty = chapter.verdict_basis(tmp_path)
     assert empty.params == chapter.REDUCED_PROFILE and empty.records == [] and empty.enforce_gate
     text = chapter.verdict_basis_text(tmp_path)
-    assert f"**0 of the {len(chapter.experiments(chapter.PAPER_FMNIST100))} runs**" in text
-    assert "no claim has a cell there yet" in text and "rest on the **reduced** profile's 0 committed records" in text
-    monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: ["a record"])
-    monkeypatch.setattr(claims, "has_claim_cell", lambda records: True)
+    assert f"**0 of the {runs} runs**" in text
+    assert "the verdicts move to it once all of them are" in text and "rest on the **reduced** profile's 0 committed records" in text
+    monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: ["a record"] * (runs - 1))
+    assert chapter.verdict_basis(tmp_path).params == chapter.REDUCED_PROFILE  # one run short: still reduced
+    monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: ["a record"] * runs)
     paper = chapter.verdict_basis(tmp_path)
-    assert paper.params == chapter.PAPER_FMNIST100 and paper.records == ["a record"] and not paper.enforce_gate
-    assert "rest on the **paper** profile's 1 committed records" in chapter.verdict_basis_text(tmp_path)
+    assert paper.params == chapter.PAPER_FMNIST100 and len(paper.records) == runs and not paper.enforce_gate
+    assert f"rest on the **paper** profile's {runs} committed records" in chapter.verdict_basis_text(tmp_path)
 
 
-def test_a_claim_has_a_cell_only_where_every_method_it_compares_ran(monkeypatch):
-    from fedkd_core.chapters.fedckd import claims
-
-    rows = [{"dataset": "fashion_mnist", "setting": "practical", "clients": 100, "seed": 0, "algorithm": a, "final": v}
-            for a, v in (("fedavg", 0.5), ("fedprox", 0.5))]
-    monkeypatch.setattr(claims, "observations", lambda records: pd.DataFrame(rows))
-    assert not claims.has_claim_cell(["records"])
-    rows.append({**rows[0], "algorithm": "fedper", "final": 0.7})
-    assert claims.has_claim_cell(["records"])

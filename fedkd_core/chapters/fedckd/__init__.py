@@ -21,7 +21,7 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 
 from .analysis import forgetting_by_round, forgetting_text, forgetting_trace, kl_sharpness, logit_sharpness
 from .claims import (ANNEALING_CLAIM, CONSTANT, EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, PERSONALISED,
-                     VerdictBasis, claim_effects, effects_of, has_claim_cell, ledger_rows, observations,
+                     VerdictBasis, claim_effects, effects_of, ledger_rows, observations,
                      paper_observations, verdict_basis, verdict_basis_text)
 from .grid import (CLASSES_PER_CLIENT, METHODS, METHOD_NAMES, MODEL_FOR, SETTINGS, SETTING_OF_PARTITION, Params,
                    Scenario, algorithm_params, annealing_grid, data_config, experiments, grids, images_text,
@@ -44,7 +44,7 @@ __all__ = [
     "SETTING_OF_PARTITION", "Scenario", "algorithm_params", "annealing_gains", "annealing_grid", "annealing_table",
     "cell_of", "claim_effects", "compare_accuracy", "data_config", "effects_of", "experiments", "experiments_to_run",
     "fairness_table", "fig5_differences", "forgetting_by_round", "forgetting_text", "forgetting_trace", "grids",
-    "has_claim_cell", "hyperparameter_table", "images_text", "kl_sharpness", "ledger_rows", "logit_sharpness",
+    "hyperparameter_table", "images_text", "kl_sharpness", "ledger_rows", "logit_sharpness",
     "main_grid", "method_differences", "observations", "offline_copy", "paper_accuracy_table", "paper_accuracy_tables",
     "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",
     "parse_scenarios", "per_client_counts", "per_client_difference", "records_and_runs", "reduced_profile_records",
