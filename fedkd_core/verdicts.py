@@ -236,7 +236,7 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     cells = cell_table(effects, cell_keys, claim)
     notes, gate_reason = [], ""
     if gate_table is not None and len(cells):
-        passed = [bool(gate_table["converged"].get(cell_key(row, cell_keys), True)) for _, row in cells.iterrows()]
+        passed = passes_gate(gate_table, cells, cell_keys)
         failed = cells[[not p for p in passed]]
         if len(failed):
             reasons = gate_reasons([gate_table.loc[[cell_key(row, cell_keys)]].iloc[0] for _, row in failed.iterrows()])
@@ -302,6 +302,12 @@ def rising_text(failed_rows) -> str:
     named = ", ".join(f"{m} in {n} cell{'s' if n > 1 else ''}" for m, n in ranked[:3])
     more = f" and {len(ranked) - 3} more methods" if len(ranked) > 3 else ""
     return f"{named}{more} still rising"
+
+
+def passes_gate(gate_table: pd.DataFrame, cells: pd.DataFrame, cell_keys: Sequence[str]) -> list[bool]:
+    """Per row of ``cells`` (columns ``cell_keys``), whether the :func:`gate` table passes it (a
+    cell the table does not list passes)."""
+    return [bool(gate_table["converged"].get(cell_key(row, cell_keys), True)) for _, row in cells.iterrows()]
 
 
 def cell_key(row: pd.Series, cell_keys: Sequence[str]):

@@ -79,7 +79,7 @@ def kept_cells(effects: pd.DataFrame, keys: list[str], gates: dict) -> dict[str,
         cells = effects.dropna(subset=[claim])[keys].drop_duplicates()
         gate = gates.get(claim)
         if gate is not None:
-            cells = cells[[bool(gate["converged"].get(V.cell_key(row, keys), True)) for _, row in cells.iterrows()]]
+            cells = cells[V.passes_gate(gate, cells, keys)]
         kept[claim] = cells
     return kept
 
@@ -325,7 +325,7 @@ def cell_verdicts(module, records, value: str = "final", enforce_gate: bool = Tr
         if len(cells):
             gate = gates.get(claim)
             if gate is not None:
-                passed = [bool(gate["converged"].get(V.cell_key(row, keys), True)) for _, row in cells.iterrows()]
+                passed = V.passes_gate(gate, cells, keys)
                 cells.loc[[not p for p in passed], "outcome"] = LEFT_OUT
             label = cells[keys].astype(str).agg(", ".join, axis=1) if len(keys) > 1 else cells[keys[0]].astype(str)
             frames.append(cells.assign(claim=claim, cell=label))
