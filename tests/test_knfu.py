@@ -326,6 +326,29 @@ def test_the_ledger_reads_mnist_tuned_and_cifar_as_coded():
     assert any("tuning every method's schedule moved it from" in note for note in judged.note)
 
 
+def test_cifar_claims_move_onto_the_tuned_rerun_only_when_every_run_of_it_is_committed(monkeypatch):
+    from pathlib import Path
+
+    from fedkd_core.chapters.knfu import claims
+
+    root = Path(__file__).resolve().parents[1] / "results"
+    alma = {"knfu": 0.60, "fedmd": 0.40, "selective_fd": 0.50, "knfu_local": 0.55}
+    rerun = [_ledger_record(c, alma[c.algorithm] + 0.01 * c.seed) for c in chapter.experiments(chapter.TUNED_CIFAR_PROFILE)]
+    monkeypatch.setattr(claims, "tuned_cifar_records", lambda root=None: rerun[:-1])  # one run short
+    rows = chapter.ledger_rows(root)
+    assert rows.claim.str.endswith(chapter.AS_CODED_SUFFIX).any()
+    assert not rows.claim.str.endswith(chapter.TUNED_CIFAR_SUFFIX).any()
+    monkeypatch.setattr(claims, "tuned_cifar_records", lambda root=None: rerun)
+    assert chapter.verdict_bases(root)[1] == ("CIFAR-10, schedules tuned on MNIST", rerun)
+    rows = chapter.ledger_rows(root).set_index("claim")
+    assert not rows.index.str.endswith(chapter.AS_CODED_SUFFIX).any()
+    tuned = rows[rows.index.str.endswith(chapter.TUNED_CIFAR_SUFFIX)]
+    assert "not judged: unequal tuning" not in set(tuned.verdict)
+    # KnFu leads FedMD by 20 points in every cell and seed: judged, and it holds
+    assert tuned.loc["KnFu > FedMD" + chapter.TUNED_CIFAR_SUFFIX, "verdict"] == "holds"
+    assert tuned.loc[chapter.LOCAL_ON_CIFAR + chapter.TUNED_CIFAR_SUFFIX, "verdict"] == "does not hold"
+
+
 def test_knfu_is_compared_with_fedmd_as_its_authors_run_it_where_that_ran():
     from dataclasses import replace as _replace
 

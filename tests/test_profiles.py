@@ -23,7 +23,8 @@ CONSTANTS = [(fedckd, "REDUCED_PROFILE", "reduced/fedckd.yaml"), (fedckd, "ROBUS
              (fedua, "REDUCED_PROFILE", "reduced/fedua.yaml"), (fedua, "ROBUSTNESS_BASE", "robustness/fedua.yaml"),
              (knfu, "PAPER_PROFILE", "paper/knfu.yaml"), (knfu, "ROBUSTNESS_BASE", "robustness/knfu.yaml"),
              (knfu, "FEDMD_ORIGINAL_PROFILE", "paper/knfu_fedmd_original.yaml"),
-             (knfu, "TUNING_PROFILE", "tuning/knfu.yaml"), (knfu, "TUNED_PROFILE", "paper/knfu_tuned.yaml")]
+             (knfu, "TUNING_PROFILE", "tuning/knfu.yaml"), (knfu, "TUNED_PROFILE", "paper/knfu_tuned.yaml"),
+             (knfu, "TUNED_CIFAR_PROFILE", "paper/knfu_tuned_cifar10.yaml")]
 
 
 @pytest.mark.parametrize("chapter, constant, path", CONSTANTS, ids=[f"{c.__name__}.{n}" for c, n, _ in CONSTANTS])
@@ -73,6 +74,7 @@ def test_derived_profiles_differ_from_the_reduced_one_only_where_they_say():
                                           tuning_schedules=", ".join(knfu.CANDIDATES))
     assert knfu.TUNED_PROFILE == replace(mnist, schedules="knfu=kept/-/1, fedmd=kept/-/1, knfu_local=kept/-/0, "
                                                           "selective_fd=kept/-/1")
+    assert knfu.TUNED_CIFAR_PROFILE == replace(knfu.TUNED_PROFILE, datasets="cifar10")  # Table 2
 
 
 def test_a_profile_file_with_a_misspelt_parameter_is_refused_naming_it(tmp_path, monkeypatch):

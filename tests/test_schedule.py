@@ -2,6 +2,7 @@
 the revisit, FedMD's original form, and the validation split the schedule is chosen on."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -251,6 +252,17 @@ def test_tuned_yaml_is_the_tuned_profile_with_the_schedules_the_committed_tuning
     assert len(configs) == 12 * 4 * 3 and {c.data.dataset for c in configs} == {"mnist"}
     # no tuned run shares a key with a run as first coded: the two sets of records never mix
     coded = knfu.experiments(replace(knfu.PAPER_PROFILE, datasets="mnist"))
+    assert not {config_hash(c) for c in configs} & {config_hash(c) for c in coded}
+
+
+def test_tuned_cifar_yaml_reruns_table_2_under_the_schedules_chosen_on_mnist():
+    root = Path(__file__).resolve().parents[1]
+    committed = knfu.tuning_records(root / "results")
+    assert knfu.TUNED_CIFAR_PROFILE == knfu.tuned_params(knfu.chosen_schedules(committed), datasets="cifar10")
+    configs = knfu.experiments(knfu.TUNED_CIFAR_PROFILE)
+    assert len(configs) == 6 * 4 * 3 and {c.data.dataset for c in configs} == {"cifar10"}
+    assert {c.rounds for c in configs} == {30}
+    coded = knfu.experiments(replace(knfu.PAPER_PROFILE, datasets="cifar10"))
     assert not {config_hash(c) for c in configs} & {config_hash(c) for c in coded}
 
 

@@ -10,7 +10,8 @@ validation ALMA at the last round. :data:`~.profiles.TUNING_PROFILE` is that gri
 (``notebooks/params/tuning/knfu.yaml``), and :data:`~.profiles.TUNED_PROFILE` the paper profile's
 MNIST cells rerun under the chosen schedules (``notebooks/params/paper/knfu_tuned.yaml``; a test
 checks that its schedules are the ones :func:`chosen_schedules` computes from the committed tuning
-records).
+records). :data:`~.profiles.TUNED_CIFAR_PROFILE` reruns Table 2's cells (CIFAR-10) under the same
+schedules, chosen on MNIST and not re-tuned there.
 
 It comes after ``tables`` and before ``claims`` (whose ``ledger_rows`` reads :func:`tuned_records`);
 :func:`verdict_changes` judges the claims through the chapter package, at call time.
@@ -26,8 +27,8 @@ import pandas as pd
 from ...algorithms.shapes.schedule import PhaseSchedule, schedule_text
 from ...results import stored_records
 from .grid import METHODS, TUNED, Params, experiments
-from .paper import paper_table1
-from .profiles import PAPER_PROFILE, TUNED_PROFILE, TUNING_PROFILE
+from .paper import paper_table1, paper_table2
+from .profiles import PAPER_PROFILE, TUNED_CIFAR_PROFILE, TUNED_PROFILE, TUNING_PROFILE
 from .tables import final_table
 
 # Two choices for each of the three: optimiser state, digest learning rate, revisit epochs.
@@ -82,16 +83,27 @@ def chosen_schedules(records, cells: int = 3) -> dict[str, str]:
     return chosen
 
 
-def tuned_params(chosen: dict[str, str], base: Params = PAPER_PROFILE) -> Params:
-    """The paper profile's MNIST cells with ``chosen`` schedules (a method at the default schedule
-    keeps the committed records' keys)."""
+def tuned_params(chosen: dict[str, str], base: Params = PAPER_PROFILE, datasets: str = "mnist") -> Params:
+    """The paper profile's cells of ``datasets`` with ``chosen`` schedules (a method at the default
+    schedule keeps the committed records' keys)."""
     text = ", ".join(f"{method}={chosen[method]}" for method in TUNED if method in chosen)
-    return replace(base, datasets="mnist", schedules=text)
+    return replace(base, datasets=datasets, schedules=text)
 
 
 def tuned_records(root=None) -> list:
     """The committed records of :data:`~.profiles.TUNED_PROFILE` (nothing is run)."""
     return stored_records(experiments(TUNED_PROFILE), root)
+
+
+def tuned_cifar_records(root=None) -> list:
+    """The committed records of :data:`~.profiles.TUNED_CIFAR_PROFILE` (nothing is run)."""
+    return stored_records(experiments(TUNED_CIFAR_PROFILE), root)
+
+
+def tuned_cifar_complete(records) -> bool:
+    """Whether ``records`` are every run of :data:`~.profiles.TUNED_CIFAR_PROFILE`: the CIFAR-10
+    claims move onto the tuned rerun only then, never onto a seed or a cell of it."""
+    return len(records) == len(experiments(TUNED_CIFAR_PROFILE))
 
 
 def _run_keys(frame: pd.DataFrame) -> pd.Series:
@@ -111,24 +123,24 @@ def same_runs(coded, tuned) -> list:
 
 
 def schedule_table(coded, tuned) -> pd.DataFrame:
-    """Per MNIST cell and method: mean final ALMA (%) as first coded and under the tuned schedule
-    over the same seeds, the change (points), the seeds, and the paper's Table 1."""
+    """Per cell and method: mean final ALMA (%) as first coded and under the tuned schedule over the
+    same seeds, the change (points), the seeds, and the paper's Table 1 (MNIST) or 2 (CIFAR-10)."""
     coded = final_table(same_runs(coded, tuned)).assign(schedule="as coded")
     tuned_frame = final_table(tuned).assign(schedule="tuned")
     both = pd.concat([coded, tuned_frame], ignore_index=True)
+    columns = ["dataset", "alpha", "size", "method", "as coded", "tuned", "change (points)", "seeds", "paper"]
     if both.empty:
-        return pd.DataFrame(columns=["alpha", "size", "method", "as coded", "tuned", "change (points)", "seeds",
-                                     "paper"])
+        return pd.DataFrame(columns=columns)
     both["alma"] *= 100
-    wide = both.pivot_table(index=["alpha", "size", "algorithm"], columns="schedule", values="alma").reset_index()
-    seeds = tuned_frame.groupby(["alpha", "size", "algorithm"]).seed.nunique().rename("seeds").reset_index()
-    paper = paper_table1().rename(columns={"mean": "paper"})[["alpha", "size", "algorithm", "paper"]]
-    table = wide.merge(seeds, on=["alpha", "size", "algorithm"]).merge(paper, on=["alpha", "size", "algorithm"],
-                                                                       how="left")
+    keys = ["dataset", "alpha", "size", "algorithm"]
+    wide = both.pivot_table(index=keys, columns="schedule", values="alma").reset_index()
+    seeds = tuned_frame.groupby(keys).seed.nunique().rename("seeds").reset_index()
+    paper = pd.concat([paper_table1(), paper_table2()], ignore_index=True).rename(columns={"mean": "paper"})
+    table = wide.merge(seeds, on=keys).merge(paper[keys + ["paper"]], on=keys, how="left")
     table["change (points)"] = table["tuned"] - table["as coded"]
-    table.insert(2, "method", table.algorithm.map(METHODS))
-    return table[["alpha", "size", "method", "as coded", "tuned", "change (points)", "seeds", "paper"]].sort_values(
-        ["size", "alpha", "method"], ignore_index=True)
+    table["method"] = table.algorithm.map(METHODS)
+    return table[columns].sort_values(["dataset", "size", "alpha", "method"], ascending=[False, True, True, True],
+                                      ignore_index=True)
 
 
 def verdict_changes(coded, tuned) -> pd.DataFrame:
