@@ -210,3 +210,24 @@ def test_the_robustness_text_names_variants_whose_diverged_runs_left_a_claim_unj
     assert texts["A > B"] == ("holds in 1 of 1 variants that bear on it "
                               "(2 of 3 variants run; not judged under literal KL, where 6 runs diverged)")
     assert texts["C"] == "holds in 2 of 2 variants that bear on it (2 of 3 variants run)"  # judged on what finished
+
+
+def test_a_chapter_maps_its_rows_onto_its_grids_claims_and_says_how_the_grid_reads_them(monkeypatch):
+    from types import SimpleNamespace
+
+    from fedkd_core.chapters import knfu
+    from fedkd_core.chapters import robustness as rb
+
+    table = pd.DataFrame({"variant": ["reading", "sgd"], "claim": ["KnFu > FedMD"] * 2, "verdict": ["holds"] * 2,
+                          "holds in": [3, 3], "of cells": [3, 3], "complete": [True, True]})
+    monkeypatch.setattr(rb, "claim_table", lambda module, base: table)
+    module = SimpleNamespace(ROBUSTNESS=[1, 2], ROBUSTNESS_BASE=None, robustness_claim=knfu.robustness_claim,
+                             ROBUSTNESS_ROW_PREFIX=knfu.ROBUSTNESS_ROW_PREFIX)
+    rows = pd.DataFrame({"claim": ["KnFu > FedMD" + knfu.TUNED_SUFFIX, "KnFu > FedMD" + knfu.AS_CODED_SUFFIX,
+                                   knfu.ORIGINAL_CLAIM + knfu.ORIGINAL_SUFFIX]})
+    texts = ledger.robustness_column(module, rows).robustness.tolist()
+    assert texts == [knfu.ROBUSTNESS_ROW_PREFIX + "holds in 2 of 2 variants that bear on it (2 of 2 variants run)",
+                     "—", "—"]
+    plain = SimpleNamespace(ROBUSTNESS=[1, 2], ROBUSTNESS_BASE=None)  # a chapter whose rows are its grid's claims
+    assert ledger.robustness_column(plain, pd.DataFrame({"claim": ["KnFu > FedMD", "other"]})).robustness.tolist() == [
+        "holds in 2 of 2 variants that bear on it (2 of 2 variants run)", "—"]

@@ -430,6 +430,11 @@ def test_the_robustness_text_gives_the_gates_reason_once_and_divergence_only_whe
     assert texts["Z"] == ("untested at this scale under ours, v3: evaluated 5 times, fewer than 10; "
                           "under v2: b in 2 cells still rising (3 of 3 variants run)")
     assert not any("0 runs diverged" in text for text in texts)
+    # a third reason: the variants are named, the reasons left to the chapter's table
+    third = untested_table().assign(reason=lambda t: t.reason.where(t.variant != "v3", "c in 1 cell still rising"))
+    assert rb.claim_texts(third, planned=3)["Z"] == (
+        "untested at this scale under all 3 variants (the gate left every cell out, for 3 different reasons: "
+        "the chapter's robustness table gives each) (3 of 3 variants run)")
 
 
 def test_the_robustness_text_of_judged_variants_and_diverged_runs():
@@ -479,3 +484,21 @@ def test_a_variant_that_leaves_an_untested_claim_as_the_reading_has_it_does_not_
                for name, spread in (("ours", 0.4), ("same runs", 0.4), ("lr", 0.7))}
     table = rb.claim_table(module, Base(), records=records, divergences={})
     assert list(table.variant) == ["ours", "lr"]
+
+
+def test_the_reader_table_folds_the_claim_table_into_six_columns_keeping_what_each_row_says():
+    nan = float("nan")
+    table = pd.DataFrame({"variant": ["base", "lr 1e-4"], "claim": ["A > B", "A > B"],
+                          "verdict": ["holds", "untested at this scale"], "effect": [1.234, nan],
+                          "low": [0.5, nan], "high": [1.9, nan], "holds in": [2, 0], "reversed": [0, 0],
+                          "of cells": [3, 0], "seed spread": [0.1, nan], "seeds": [3, 3], "runs": [18, 17],
+                          "diverged": [0, 1], "complete": [True, False], "machines": [1, 1],
+                          "reason": ["", "a in 3 cells still rising"]})
+    shown = rb.reader_table(table)
+    assert len(shown.columns) == 6 and len(shown) == 2
+    first, second = shown.to_dict("records")
+    assert first["effect [95% interval]"] == "+1.23 [+0.50, +1.90]" and first["verdict"] == "holds"
+    assert first["cells ✓ / ✗ / judged"] == "2 / 0 / 3" and first["runs"] == "18"
+    assert second["verdict"] == "untested at this scale (a in 3 cells still rising)"
+    assert second["effect [95% interval]"] == "—" and second["runs"] == "17 (1 diverged, incomplete)"
+    assert rb.reader_table(table.iloc[:0]).empty

@@ -184,13 +184,20 @@ def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
     convergence gate's reason where it left a variant no cell, and the variants whose diverged runs
     left the claim without a cell (:func:`robustness.claim_text`). Only complete
     variants count; of those, a variant bears on a claim unless it leaves every method the claim
-    compares as the chapter's reading has them (Selective-FD's threshold for "KnFu > FedMD")."""
+    compares as the chapter's reading has them (Selective-FD's threshold for "KnFu > FedMD").
+    A chapter whose rows name their claims differently from its grid maps them with
+    ``robustness_claim(row_claim) -> grid claim or None`` and says how the grid's reading differs
+    in ``ROBUSTNESS_ROW_PREFIX`` (KnFu: rows on tuned schedules, a grid on the round as first coded)."""
     from .robustness import claim_table
 
     if not hasattr(module, "ROBUSTNESS"):
         return rows.assign(robustness="—")
     table = claim_table(module, module.ROBUSTNESS_BASE)
-    return rows.assign(robustness=robustness_texts(table, planned=len(module.ROBUSTNESS)).reindex(rows.claim, fill_value="—").to_numpy())
+    texts = robustness_texts(table, planned=len(module.ROBUSTNESS))
+    grid_claim = getattr(module, "robustness_claim", lambda claim: claim)
+    prefix = getattr(module, "ROBUSTNESS_ROW_PREFIX", "")
+    return rows.assign(robustness=[prefix + texts[name] if name in texts.index else "—"
+                                   for name in map(grid_claim, rows.claim)])
 
 
 def robustness_texts(table: pd.DataFrame, planned: int) -> pd.Series:

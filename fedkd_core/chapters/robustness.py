@@ -304,10 +304,15 @@ def claim_text(table: pd.DataFrame, claim: str, planned: int) -> str:
     return "; ".join(p for p in parts if p) + f" ({run} of {planned} variants run{diverged_text(table, claim)})"
 
 
+# More reasons than this for one claim's untested variants: the Claims page names the variants only.
+MAX_REASONS_NAMED = 2
+
+
 def untested_text(rows: pd.DataFrame) -> str:
     """"untested at this scale under all 8 variants: evaluated 5 times, fewer than 10" for the rows
     (one claim's :func:`judged_rows`) whose every cell the convergence gate left out, the variants
-    grouped by the gate's reason ("under A, B: ...; under C: ..."); "" where there are none."""
+    grouped by the gate's reason ("under A, B: ...; under C: ..."), or only named where they have
+    more than :data:`MAX_REASONS_NAMED` reasons; "" where there are none."""
     from ..verdicts import UNTESTED
 
     untested = rows[rows.verdict == UNTESTED]
@@ -315,6 +320,10 @@ def untested_text(rows: pd.DataFrame) -> str:
         return ""
     reasons = untested["reason"].fillna("") if "reason" in untested else pd.Series("", index=untested.index)
     groups = [(reason, list(untested.variant[reasons == reason])) for reason in dict.fromkeys(reasons)]
+    if len(groups) > MAX_REASONS_NAMED:  # a wall of text in one cell: the chapter's robustness table names them
+        return (f"{UNTESTED} under {_variants_named(list(untested.variant), len(rows))} "
+                f"(the gate left every cell out, for {len(groups)} different reasons: the chapter's robustness "
+                "table gives each)")
     return f"{UNTESTED} " + "; ".join(f"under {_variants_named(names, len(rows))}{': ' + reason if reason else ''}"
                                       for reason, names in groups)
 
@@ -385,6 +394,32 @@ def effect_shifts(table: pd.DataFrame, reading: str) -> list[str]:
     return lines
 
 
+def reader_table(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`claim_table` in six columns a reader can scan: the variant, the claim, the verdict
+    (with the convergence gate's reason where it left cells out), the effect with its 95% interval
+    in points, the cells where the claim holds / is reversed / was judged, and the runs (with those
+    that diverged, and "incomplete" while the variant's sweep is under way)."""
+    def effect(row) -> str:
+        return "—" if pd.isna(row.effect) else f"{row.effect:+.2f} [{row.low:+.2f}, {row.high:+.2f}]"
+
+    def verdict(row) -> str:
+        return f"{row.verdict} ({row.reason})" if row.reason else row.verdict
+
+    def runs(row) -> str:
+        notes = ([f"{row.diverged} diverged"] if row.diverged else []) + ([] if row.complete else ["incomplete"])
+        return f"{row.runs}" + (f" ({', '.join(notes)})" if notes else "")
+
+    columns = ["variant", "claim", "verdict", "effect [95% interval]", "cells ✓ / ✗ / judged", "runs"]
+    if not len(table):
+        return pd.DataFrame(columns=columns)
+    return pd.DataFrame({"variant": table.variant, "claim": table.claim,
+                         "verdict": table.apply(verdict, axis=1),
+                         "effect [95% interval]": table.apply(effect, axis=1),
+                         "cells ✓ / ✗ / judged": [f"{h} / {r} / {n}" for h, r, n in
+                                                  zip(table["holds in"], table.reversed, table["of cells"])],
+                         "runs": table.apply(runs, axis=1)}, columns=columns)
+
+
 def variants_frame(module: ModuleType) -> pd.DataFrame:
     """The chapter's variants as a table: name, the fields it changes, why."""
     return pd.DataFrame([(v.name, ", ".join(f"{k} = {x}" for k, x in v.overrides.items()) or "—", v.why)
@@ -432,7 +467,10 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     if not len(table):
         display(Markdown("No variant has runs yet."))
         return table
-    tables.show(table.drop(columns="reason"), digits=2)
+    tables.show(reader_table(table),
+                legend="Effect: pooled over cells and seeds, in points (positive where the claim holds); cells: where "
+                       "the claim holds / is reversed (each cell's 95% interval over seeds) / judged (kept by the "
+                       "convergence gate).")
     if plot_effects(table, module.ROBUSTNESS[0].name) is not None:
         display(Markdown("Above, each claim over the variants whose runs are all committed: the pooled effect with "
                          "its 95% interval, a **filled** marker where the verdict is *holds* and a hollow one otherwise "
