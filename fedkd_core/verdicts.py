@@ -422,12 +422,12 @@ def claim_gates(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observa
                 cell_keys: Sequence[str], method: str = "method") -> dict[str, pd.DataFrame]:
     """Per claim, the :func:`gate` of the runs of the methods it compares (:func:`claim_methods`),
     where a cell whose effect also reads the runs of other cells (FedUA's relative drop from C = 1)
-    passes only if those cells pass too (:func:`cell_sources`)."""
-    gates = {}
-    for claim, methods in claim_methods(effects_of, observations, cell_keys, method).items():
-        runs = observations[observations[method].isin(methods)]
-        gates[claim] = with_sources(gate(runs, cell_keys, method), cell_sources(effects_of, runs, cell_keys, claim))
-    return gates
+    passes only if those cells pass too (:func:`claims_cell_sources`)."""
+    methods_of = claim_methods(effects_of, observations, cell_keys, method)
+    sources = claims_cell_sources(effects_of, observations, cell_keys, list(methods_of))
+    return {claim: with_sources(gate(observations[observations[method].isin(methods)], cell_keys, method),
+                                sources.get(claim, {}))
+            for claim, methods in methods_of.items()}
 
 
 def cell_sources(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
@@ -435,24 +435,31 @@ def cell_sources(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observ
     """Per cell of ``claim``'s effects, the *other* cells whose runs its effect reads: moving every
     value of a cell far above the rest changes the effect there (a relative drop reads the C = 1
     cell it drops from)."""
+    return claims_cell_sources(effects_of, observations, cell_keys, [claim], value).get(claim, {})
+
+
+def claims_cell_sources(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
+                        cell_keys: Sequence[str], claims: Sequence[str],
+                        value: str = "final") -> dict[str, dict[tuple, set]]:
+    """:func:`cell_sources` of every claim of ``claims`` at once: each cell is moved once and every
+    claim's effects read from that one move (a claim's effect reads only its own methods' runs, so
+    moving the other methods' runs of the cell as well changes nothing for it)."""
     keys = list(cell_keys)
     observations = observations.reset_index(drop=True)
     full = effects_of(observations, value)
-    if claim not in full:
-        return {}
+    claims = [claim for claim in claims if claim in full]
     values = observations[value].astype(float)
     far = _far(values)
-    sources: dict[tuple, set] = {}
-    for source, runs in observations.groupby(keys, sort=False):
+    sources: dict[str, dict[tuple, set]] = {claim: {} for claim in claims}
+    for source, runs in observations.groupby(keys, sort=False) if claims else ():
         source = source if isinstance(source, tuple) else (source,)
         moved = effects_of(observations.assign(**{value: values.where(~observations.index.isin(runs.index), values + far)}),
                            value)
-        if claim not in moved:
-            continue
-        changed = _changed_rows(full, moved, keys + ["seed"], claim)[keys]
-        for target in changed.drop_duplicates().itertuples(index=False, name=None):
-            if tuple(target) != source:
-                sources.setdefault(tuple(target), set()).add(source)
+        for claim in (c for c in claims if c in moved):
+            changed = _changed_rows(full, moved, keys + ["seed"], claim)[keys]
+            for target in changed.drop_duplicates().itertuples(index=False, name=None):
+                if tuple(target) != source:
+                    sources[claim].setdefault(tuple(target), set()).add(source)
     return sources
 
 
@@ -518,8 +525,10 @@ def paper_verdicts(paper: pd.DataFrame, effects_of: Callable[[pd.DataFrame, str]
     noise = rng.standard_normal((draws, len(paper))) if has_spread else np.zeros((1, len(paper)))
     spread = (paper["std"].fillna(0).to_numpy() / np.sqrt(runs))[None, :]
     values = paper["mean"].to_numpy()[None, :] + noise * spread
-    frame = pd.concat([paper.drop(columns=["mean", "std"]).assign(seed=r, value=values[r] / POINTS) for r in range(draws)],
-                      ignore_index=True)
+    # every replicate of the table, one after another (replicate r's rows are rows r*n .. r*n + n - 1)
+    rows = paper.drop(columns=["mean", "std"])
+    frame = rows.iloc[np.tile(np.arange(len(rows)), draws)].reset_index(drop=True).assign(
+        seed=np.repeat(np.arange(draws), len(rows)), value=values.reshape(-1) / POINTS)
     every = effects_of(frame, "value")
     ours = every.merge(cells[list(cell_keys)].drop_duplicates(), on=list(cell_keys)) if cells is not None and len(cells) else every
     verdicts = {}
