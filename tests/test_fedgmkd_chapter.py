@@ -339,3 +339,18 @@ def test_the_hyperparameter_table_states_what_every_method_runs_with_exactly():
                               "decay 0.98")
     assert used["fjord"].startswith("widths {0.2, 0.4, 0.6, 0.8, 1}") and "temperature 0.7" in used["fjord"]
     assert used["fedprox"] == "mu 0.5, personal trained"
+
+
+def test_the_dat_shift_table_shows_a_few_rounds_the_last_and_the_mean_over_seeds():
+    rows = [{"profile": "reduced", "method": "fedgmkd", "clients": 10, "seed": seed, "round": r,
+             "dat_shift": 0.1 * r + 0.01 * seed} for seed in (0, 1) for r in range(1, 16)]
+    rows += [{"profile": "reduced", "method": "fedavg", "clients": 10, "seed": 0, "round": r, "dat_shift": float("nan")}
+             for r in range(1, 16)]
+    table = chapter.dat_shift_table(pd.DataFrame(rows))
+    assert list(table.columns) == ["profile", "method", "clients", "round 1", "round 2", "round 5", "round 10",
+                                   "last round", "mean over rounds"]
+    assert len(table) == 1  # FedAvg has no DAT
+    row = table.iloc[0]
+    assert row["round 5"] == pytest.approx(0.5 + 0.005) and row["last round"] == pytest.approx(1.5 + 0.005)
+    assert row["mean over rounds"] == pytest.approx(0.8 + 0.005)
+    assert chapter.dat_shift_table(pd.DataFrame(rows[-15:])).empty

@@ -32,7 +32,7 @@ from .paper import DATASET_REASON, paper_table1, paper_table3, paper_table5, pap
 from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE, profiles_shown
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, method_key, reduced_profile_records
 from .robustness import ROBUSTNESS
-from .tables import (accuracy_per_profile, at_default_weights, cost_table, fedgmkd_cost, first_places,
+from .tables import (accuracy_per_profile, at_default_weights, cost_table, dat_shift_table, fedgmkd_cost, first_places,
                      first_places_text, gains_over, gains_text, history_frame, last_rounds_mean, long_accuracies,
                      ranking_summary, summary, table1_rows, table3_rows, table5_cells, table5_rows, time_ratios,
                      traffic_table, weight_pairs_text)
@@ -43,7 +43,7 @@ __all__ = [
     "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "TOLERANCES", "Method", "Params", "ablation_grid",
     "accuracy_per_profile", "at_default_weights", "cell_of", "claim_effects", "cost_table", "data_config",
     "effects_of", "experiments", "experiments_to_run", "fedgmkd_cost", "first_places", "first_places_text",
-    "gains_over", "gains_text", "hand_made_mixture", "history_frame", "last_rounds_mean", "ledger_rows",
+    "dat_shift_table", "gains_over", "gains_text", "hand_made_mixture", "history_frame", "last_rounds_mean", "ledger_rows",
     "long_accuracies", "method_differences", "method_key", "method_params", "mixture_identity", "observations",
     "paper_observations", "paper_reading", "paper_table1", "paper_table3", "paper_table5", "paper_table6",
     "paper_times", "parameter_count", "parse_pairs", "profiles_shown", "prototype_identity", "ranking_summary",

@@ -92,6 +92,21 @@ def history_frame(records) -> pd.DataFrame:
                                        "alma", "global_acc", "dat_shift"])
 
 
+def dat_shift_table(history: pd.DataFrame, shown_rounds=(1, 2, 5, 10)) -> pd.DataFrame:
+    """DAT's shift per profile, method and clients (mean over seeds) at a few rounds, the last round
+    and the mean over every round: the whole trajectory is 15-50 columns, and DAT's shift settles
+    within a few rounds. ``history``: :func:`history_frame` (rows without a shift are dropped)."""
+    shifts = history.dropna(subset=["dat_shift"])
+    keys = ["profile", "method", "clients"]
+    if not len(shifts):
+        return pd.DataFrame(columns=keys + ["mean over rounds"])
+    wide = shifts.pivot_table(index=keys, columns="round", values="dat_shift")
+    last = wide.apply(lambda row: row.dropna().iloc[-1], axis=1)
+    rounds = [r for r in shown_rounds if r in wide.columns and r < wide.columns.max()]
+    table = wide[rounds].rename(columns=lambda r: f"round {r}")
+    return table.assign(**{"last round": last, "mean over rounds": wide.mean(axis=1)}).reset_index()
+
+
 def accuracy_per_profile(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Local and global accuracy of :func:`summary` rows as mean ± std over seeds (%) per ``keys``
     (which may hold "metric") and profile."""
