@@ -324,6 +324,7 @@ def test_the_ledger_reads_mnist_tuned_and_cifar_as_coded():
     assert len(judged) and (judged.verdict == "not judged: unequal tuning").all()
     assert all(note.startswith("measured: ") for note in judged.note)
     assert any("tuning every method's schedule moved it from" in note for note in judged.note)
+    assert all(f"of {len(chapter.experiments(chapter.TUNED_CIFAR_PROFILE))} runs committed" in note for note in judged.note)
 
 
 def test_cifar_claims_move_onto_the_tuned_rerun_only_when_every_run_of_it_is_committed(monkeypatch):
