@@ -354,3 +354,33 @@ def test_the_dat_shift_table_shows_a_few_rounds_the_last_and_the_mean_over_seeds
     assert row["round 5"] == pytest.approx(0.5 + 0.005) and row["last round"] == pytest.approx(1.5 + 0.005)
     assert row["mean over rounds"] == pytest.approx(0.8 + 0.005)
     assert chapter.dat_shift_table(pd.DataFrame(rows[-15:])).empty
+
+
+def test_the_round_budget_table_reads_each_redesign_run_at_round_15_and_at_its_end():
+    """A run that rises until round 20 and then stays flat: still rising when stopped at round 15
+    (6 points over its last 20%), 14 points lower there than at round 50, flat at the end."""
+    params = replace(chapter.Params(methods="fedavg,fedgmkd"), rounds=50, alpha=chapter.REDESIGN_PROFILE.alpha)
+    curve = [min(0.2 + 0.02 * r, 0.6) for r in range(1, 51)]
+
+    def run(method, seed, shift=0.0):
+        config = chapter.run_config(params, method, 10, seed).resolved()
+        return SimpleNamespace(config=config, history=rounds([c + shift for c in curve], [c + shift for c in curve]))
+
+    assert chapter.window_mean(rounds(curve, curve), "global_acc", 15, 5) == pytest.approx(0.46)
+    assert chapter.still_rising(rounds(curve, curve), "global_acc", 15)
+    assert not chapter.still_rising(rounds(curve, curve), "global_acc", 50)
+    table = chapter.round_budget_table([run("fedavg", 0), run("fedavg", 1, 0.01), run("fedgmkd", 0)], early=15, last=5)
+    fedavg = table.set_index("method").loc["FedAvg"]
+    assert fedavg["seeds"] == 2 and fedavg["clients"] == 10
+    assert fedavg["round 15"] == pytest.approx(46.5) and fedavg["final"] == pytest.approx(60.5)
+    assert fedavg["gain (points)"] == pytest.approx(14.0)
+    assert (fedavg["rising at 15"], fedavg["rising at the end"]) == ("2 of 2", "0 of 2")
+    assert list(table.method) == ["FedAvg", "FedGMKD"]
+    assert chapter.round_budget_table([]).empty
+
+
+def test_the_claims_page_says_how_far_the_50_round_rerun_has_got(tmp_path):
+    rows = chapter.ledger_rows(tmp_path)  # no records here: none committed, none of the rerun
+    judged = rows[rows.verdict != "not testable offline"]
+    planned = len(chapter.experiments(chapter.REDESIGN_PROFILE))
+    assert len(judged) and all(f"has 0 of {planned} runs committed" in scale for scale in judged.scale)

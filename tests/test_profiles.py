@@ -20,6 +20,7 @@ PARAMS = ROOT / "notebooks" / "params"
 CONSTANTS = [(fedckd, "REDUCED_PROFILE", "reduced/fedckd.yaml"), (fedckd, "ROBUSTNESS_BASE", "robustness/fedckd.yaml"),
              (fedckd, "PAPER_FMNIST100", "paper/fedckd_fmnist100.yaml"),
              (fedgmkd, "REDUCED_PROFILE", "reduced/fedgmkd.yaml"), (fedgmkd, "ROBUSTNESS_BASE", "robustness/fedgmkd.yaml"),
+             (fedgmkd, "REDESIGN_PROFILE", "reduced/redesign/fedgmkd.yaml"),
              (fedua, "REDUCED_PROFILE", "reduced/fedua.yaml"), (fedua, "ROBUSTNESS_BASE", "robustness/fedua.yaml"),
              (knfu, "PAPER_PROFILE", "paper/knfu.yaml"), (knfu, "ROBUSTNESS_BASE", "robustness/knfu.yaml"),
              (knfu, "FEDMD_ORIGINAL_PROFILE", "paper/knfu_fedmd_original.yaml"),
@@ -63,6 +64,7 @@ def test_derived_profiles_differ_from_the_reduced_one_only_where_they_say():
                                              pool_size=0, local_test_size=500, forgetting_rounds=10)
     assert fedgmkd.ROBUSTNESS_BASE == replace(fedgmkd.REDUCED_PROFILE, profile="robustness",
                                               methods=",".join(fedgmkd.PAPER_METHODS), ablation_alphas="")
+    assert fedgmkd.REDESIGN_PROFILE == replace(fedgmkd.REDUCED_PROFILE, rounds=50)  # the paper's T
     # FedUA's robustness grid stays on the reduced profile's first design (its yaml says why)
     assert fedua.ROBUSTNESS_BASE == replace(fedua.REDUCED_PROFILE, profile="robustness", table1_ratios="",
                                             model="resnet8", pool_size=4000, transfer_size=1000, rounds=10,
