@@ -367,16 +367,27 @@ def test_the_round_budget_table_reads_each_redesign_run_at_round_15_and_at_its_e
         return SimpleNamespace(config=config, history=rounds([c + shift for c in curve], [c + shift for c in curve]))
 
     assert chapter.window_mean(rounds(curve, curve), "global_acc", 15, 5) == pytest.approx(0.46)
-    assert chapter.still_rising(rounds(curve, curve), "global_acc", 15)
-    assert not chapter.still_rising(rounds(curve, curve), "global_acc", 50)
+    assert chapter.late_reading(rounds(curve, curve), "global_acc", 15) == {"late_gain": pytest.approx(6.0),
+                                                                          "evaluations": 15}
+    assert chapter.late_reading(rounds(curve, curve), "global_acc", 50)["late_gain"] == pytest.approx(0.0)
     table = chapter.round_budget_table([run("fedavg", 0), run("fedavg", 1, 0.01), run("fedgmkd", 0)], early=15, last=5)
     fedavg = table.set_index("method").loc["FedAvg"]
     assert fedavg["seeds"] == 2 and fedavg["clients"] == 10
     assert fedavg["round 15"] == pytest.approx(46.5) and fedavg["final"] == pytest.approx(60.5)
     assert fedavg["gain (points)"] == pytest.approx(14.0)
-    assert (fedavg["rising at 15"], fedavg["rising at the end"]) == ("2 of 2", "0 of 2")
+    assert (fedavg["gate at round 15"], fedavg["gate at the end"]) == ("rising (+6.00)", "flat (+0.00)")
     assert list(table.method) == ["FedAvg", "FedGMKD"]
     assert chapter.round_budget_table([]).empty
+
+
+def test_the_round_budget_tables_gate_word_is_the_gates_mean_over_seeds():
+    """The gate judges a method's mean late gain over seeds: seeds at 0, 0, +3.5 are rising (mean
+    1.17), seeds at +1.2, +1.2, -1.0 are not; a run with no late evaluation counts as rising."""
+    evaluations = pd.Series([15, 15, 15])
+    assert chapter.gate_text(pd.Series([0.0, 0.0, 3.5]), evaluations) == "rising (+1.17)"
+    assert chapter.gate_text(pd.Series([1.2, 1.2, -1.0]), evaluations) == "flat (+0.47)"
+    assert chapter.gate_text(pd.Series([0.2, float("nan"), 0.1]), evaluations) == "rising (not evaluated late)"
+    assert chapter.gate_text(pd.Series([0.2, 0.1, 0.1]), pd.Series([5, 15, 15])) == "too few evaluations (5)"
 
 
 def test_the_claims_page_says_how_far_the_50_round_rerun_has_got(tmp_path):

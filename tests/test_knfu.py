@@ -308,10 +308,14 @@ def test_local_beats_sharing_is_read_on_cifar_cells_only_and_gaps_to_the_paper_a
                                          "from the paper's table, on average over 1 cells")
 
 
-def test_the_ledger_reads_mnist_tuned_and_cifar_as_coded():
+def test_the_ledger_reads_mnist_tuned_and_cifar_as_coded(monkeypatch):
     from pathlib import Path
 
-    rows = chapter.ledger_rows(Path(__file__).resolve().parents[1] / "results")  # the committed records
+    from fedkd_core.chapters.knfu import claims
+
+    # the committed records, with CIFAR-10's tuned rerun not yet complete (its sweep is under way)
+    monkeypatch.setattr(claims, "tuned_cifar_records", lambda root=None: [])
+    rows = chapter.ledger_rows(Path(__file__).resolve().parents[1] / "results")
     tuned = rows[rows.claim.str.endswith(chapter.TUNED_SUFFIX)]
     coded = rows[rows.claim.str.endswith(chapter.AS_CODED_SUFFIX)]
     original = rows[rows.claim == chapter.ORIGINAL_CLAIM + chapter.ORIGINAL_SUFFIX]
@@ -324,7 +328,8 @@ def test_the_ledger_reads_mnist_tuned_and_cifar_as_coded():
     assert len(judged) and (judged.verdict == "not judged: unequal tuning").all()
     assert all(note.startswith("measured: ") for note in judged.note)
     assert any("tuning every method's schedule moved it from" in note for note in judged.note)
-    assert all(f"of {len(chapter.experiments(chapter.TUNED_CIFAR_PROFILE))} runs committed" in note for note in judged.note)
+    assert all(f"has 0 of {len(chapter.experiments(chapter.TUNED_CIFAR_PROFILE))} runs committed" in note
+               for note in judged.note)
 
 
 def test_cifar_claims_move_onto_the_tuned_rerun_only_when_every_run_of_it_is_committed(monkeypatch):
@@ -340,7 +345,7 @@ def test_cifar_claims_move_onto_the_tuned_rerun_only_when_every_run_of_it_is_com
     assert rows.claim.str.endswith(chapter.AS_CODED_SUFFIX).any()
     assert not rows.claim.str.endswith(chapter.TUNED_CIFAR_SUFFIX).any()
     monkeypatch.setattr(claims, "tuned_cifar_records", lambda root=None: rerun)
-    assert chapter.verdict_bases(root)[1] == ("CIFAR-10, schedules tuned on MNIST", rerun)
+    assert chapter.verdict_bases(root)[1] == (chapter.TUNED_CIFAR_LABEL, rerun)
     rows = chapter.ledger_rows(root).set_index("claim")
     assert not rows.index.str.endswith(chapter.AS_CODED_SUFFIX).any()
     tuned = rows[rows.index.str.endswith(chapter.TUNED_CIFAR_SUFFIX)]

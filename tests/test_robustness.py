@@ -502,3 +502,5 @@ def test_the_reader_table_folds_the_claim_table_into_six_columns_keeping_what_ea
     assert second["verdict"] == "untested at this scale (a in 3 cells still rising)"
     assert second["effect [95% interval]"] == "—" and second["runs"] == "17 (1 diverged, incomplete)"
     assert rb.reader_table(table.iloc[:0]).empty
+    one_seed = table.assign(low=nan, high=nan).iloc[:1]  # an effect without an interval: no "[+nan, +nan]"
+    assert rb.reader_table(one_seed)["effect [95% interval]"].tolist() == ["+1.23"]

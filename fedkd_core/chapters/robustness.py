@@ -400,7 +400,10 @@ def reader_table(table: pd.DataFrame) -> pd.DataFrame:
     in points, the cells where the claim holds / is reversed / was judged, and the runs (with those
     that diverged, and "incomplete" while the variant's sweep is under way)."""
     def effect(row) -> str:
-        return "—" if pd.isna(row.effect) else f"{row.effect:+.2f} [{row.low:+.2f}, {row.high:+.2f}]"
+        if pd.isna(row.effect):
+            return "—"
+        interval = "" if pd.isna(row.low) or pd.isna(row.high) else f" [{row.low:+.2f}, {row.high:+.2f}]"
+        return f"{row.effect:+.2f}{interval}"
 
     def verdict(row) -> str:
         return f"{row.verdict} ({row.reason})" if row.reason else row.verdict

@@ -31,7 +31,7 @@ from .grid import (FEDGMKD_OPTIONS, FEDGMKD_ROWS, METHODS, PAPER_METHODS, TABLE3
                    shared_setting, table1_grid, table5_grid, used_here)
 from .paper import DATASET_REASON, paper_table1, paper_table3, paper_table5, paper_table6, paper_times
 from .profiles import REDESIGN_PROFILE, REDUCED_PROFILE, ROBUSTNESS_BASE, profiles_shown
-from .redesign import redesign_records, round_budget_table, still_rising, window_mean
+from .redesign import gate_text, late_reading, redesign_records, round_budget_table, window_mean
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, method_key, reduced_profile_records
 from .robustness import ROBUSTNESS
 from .tables import (accuracy_per_profile, at_default_weights, cost_table, dat_shift_table, fedgmkd_cost, first_places,
@@ -41,7 +41,7 @@ from .tables import (accuracy_per_profile, at_default_weights, cost_table, dat_s
 
 __all__ = [
     "ABLATION_CLAIMS", "DATASET_REASON", "EFFECT_CELL_KEYS", "FEDGMKD_OPTIONS", "FEDGMKD_ROWS", "FIXED_COMPONENTS",
-    "METHODS", "METHOD_COLUMN", "PAPER_METHODS", "PAPER_RUNS", "REDESIGN_PROFILE", "redesign_records", "round_budget_table", "still_rising", "window_mean", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE",
+    "METHODS", "METHOD_COLUMN", "PAPER_METHODS", "PAPER_RUNS", "REDESIGN_PROFILE", "redesign_records", "round_budget_table", "gate_text", "late_reading", "window_mean", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE",
     "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "TOLERANCES", "Method", "Params", "ablation_grid",
     "accuracy_per_profile", "at_default_weights", "cell_of", "claim_effects", "cost_table", "data_config",
     "effects_of", "experiments", "experiments_to_run", "fedgmkd_cost", "first_places", "first_places_text",

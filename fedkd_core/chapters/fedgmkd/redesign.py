@@ -32,41 +32,56 @@ def window_mean(history, metric: str, end: int, last: int) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-def still_rising(history, metric: str, rounds: int) -> bool:
-    """Whether the convergence gate reads a run stopped at round ``rounds`` as still rising
-    (:func:`fedkd_core.verdicts.trajectory`; the gate itself judges a cell's mean over seeds)."""
-    from ...verdicts import MAX_LATE_GAIN
+def late_reading(history, metric: str, rounds: int) -> dict:
+    """What the convergence gate reads of a run stopped at round ``rounds``: its late gain in points
+    and its evaluations (:func:`fedkd_core.verdicts.trajectory` on the history up to that round)."""
+    reading = trajectory([row for row in history if row["round"] <= rounds], metric, rounds)
+    return {"late_gain": reading["late_gain"], "evaluations": reading["evaluations"]}
 
-    return trajectory([row for row in history if row["round"] <= rounds], metric, rounds)["late_gain"] >= MAX_LATE_GAIN
+
+def gate_text(late_gains: pd.Series, evaluations: pd.Series) -> str:
+    """The gate's word on one method's runs in a cell, as :func:`fedkd_core.verdicts.gate` decides
+    it: "rising (+3.20)" where the mean late gain over seeds is not below
+    :data:`~fedkd_core.verdicts.MAX_LATE_GAIN` (a run with no late evaluation counts as rising),
+    "too few evaluations (5)" below :data:`~fedkd_core.verdicts.MIN_EVALUATIONS`, else "flat (+0.40)"."""
+    from ...verdicts import MAX_LATE_GAIN, MIN_EVALUATIONS
+
+    gain = late_gains.mean(skipna=False)
+    if evaluations.min() < MIN_EVALUATIONS:
+        return f"too few evaluations ({int(evaluations.min())})"
+    if not np.isfinite(gain):
+        return "rising (not evaluated late)"
+    return f"{'flat' if gain < MAX_LATE_GAIN else 'rising'} ({gain:+.2f})"
 
 
 def round_budget_table(records, early: int = REDUCED_PROFILE.rounds, last: int = REDUCED_PROFILE.last_rounds,
                        metric: str = "global_acc") -> pd.DataFrame:
     """Per method and client count (Table 1's cells run so far; mean over the seeds committed):
     ``metric`` (%) read at round ``early`` and at the run's last round (each the mean of the last
-    ``last`` evaluations, the chapter's reading), the gain between them (points), and how many of
-    the seeds the gate would read as still rising at each."""
+    ``last`` evaluations, the chapter's reading), the gain between them (points), and the
+    convergence gate's word on the method in that cell at each (:func:`gate_text`: its mean late
+    gain over seeds, as the gate judges a cell)."""
     rows = []
     for record in records:
         method, clients, alpha, lam, gamma = cell_of(record)
         if alpha != REDESIGN_PROFILE.alpha:  # Table 3's ablation cells: another table
             continue
         history, rounds = record.history, record.config["rounds"]
-        rows.append({"method": METHODS[method].label,
-                     "clients": clients, "seed": record.config["seed"],
+        at_early, at_end = late_reading(history, metric, early), late_reading(history, metric, rounds)
+        rows.append({"method": METHODS[method].label, "clients": clients, "seed": record.config["seed"],
                      "early": POINTS * window_mean(history, metric, early, last),
                      "final": POINTS * window_mean(history, metric, rounds, last),
-                     "rising early": still_rising(history, metric, early),
-                     "rising at the end": still_rising(history, metric, rounds)})
+                     "gain early": at_early["late_gain"], "evaluations early": at_early["evaluations"],
+                     "gain end": at_end["late_gain"], "evaluations end": at_end["evaluations"]})
     columns = ["method", "clients", "seeds", f"round {early}", "final", "gain (points)",
-               f"rising at {early}", "rising at the end"]
+               f"gate at round {early}", "gate at the end"]
     if not rows:
         return pd.DataFrame(columns=columns)
-    frame = pd.DataFrame(rows)
-    table = frame.groupby(["method", "clients"], sort=False).agg(
-        seeds=("seed", "nunique"), early=("early", "mean"), final=("final", "mean"),
-        rising_early=("rising early", "sum"), rising_end=("rising at the end", "sum")).reset_index()
-    table["gain (points)"] = table["final"] - table["early"]
-    table[f"rising at {early}"] = [f"{int(r)} of {s}" for r, s in zip(table.rising_early, table.seeds)]
-    table["rising at the end"] = [f"{int(r)} of {s}" for r, s in zip(table.rising_end, table.seeds)]
-    return table.rename(columns={"early": f"round {early}"})[columns]
+    table = []
+    for (method, clients), runs in pd.DataFrame(rows).groupby(["method", "clients"], sort=False):
+        table.append({"method": method, "clients": clients, "seeds": runs.seed.nunique(),
+                      f"round {early}": runs.early.mean(), "final": runs.final.mean(),
+                      "gain (points)": runs.final.mean() - runs.early.mean(),
+                      f"gate at round {early}": gate_text(runs["gain early"], runs["evaluations early"]),
+                      "gate at the end": gate_text(runs["gain end"], runs["evaluations end"])})
+    return pd.DataFrame(table, columns=columns)

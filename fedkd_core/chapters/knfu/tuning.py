@@ -100,10 +100,15 @@ def tuned_cifar_records(root=None) -> list:
     return stored_records(experiments(TUNED_CIFAR_PROFILE), root)
 
 
-def tuned_cifar_complete(records) -> bool:
-    """Whether ``records`` are every run of :data:`~.profiles.TUNED_CIFAR_PROFILE`: the CIFAR-10
-    claims move onto the tuned rerun only then, never onto a seed or a cell of it."""
-    return len(records) == len(experiments(TUNED_CIFAR_PROFILE))
+def tuned_cifar_complete(records, root=None) -> bool:
+    """Whether ``records`` and the diverged runs stored under ``root`` are every run of
+    :data:`~.profiles.TUNED_CIFAR_PROFILE`: the CIFAR-10 claims move onto the tuned rerun only then,
+    never onto a seed or a cell of it (a diverged run has no accuracy: the claims are judged on the
+    cells and seeds where every method they compare finished, as elsewhere)."""
+    from ...results import stored_divergences
+
+    configs = experiments(TUNED_CIFAR_PROFILE)
+    return len(records) + len(stored_divergences(configs, root)) == len(configs)
 
 
 def _run_keys(frame: pd.DataFrame) -> pd.Series:
