@@ -51,6 +51,34 @@ def legend_below(fig, ax) -> None:
         fig.tight_layout(rect=(0, 0.08 + 0.05 * ((len(labels) - 1) // 5), 1, 1))
 
 
+def caption(fig, text: str) -> None:
+    """Show ``fig`` now and ``text`` directly under it as its caption, ``<p class="fedkd-caption">``
+    (styled in book/_static/fedkd.css). The figure is closed once shown, so the inline backend does
+    not show it again at the end of the cell; pass None where a helper has already shown its figure
+    (with ``plt.show()``) to add only the caption. ``text`` is HTML-escaped, then ``**bold**``,
+    ``*italic*`` and ```code``` are the only markup it may carry."""
+    import html
+    import re
+
+    import matplotlib.pyplot as plt
+    from IPython.display import HTML, display
+
+    if fig is not None:
+        display(fig)
+        plt.close(fig)
+    body = html.escape(text, quote=False)
+    for pattern, tag in ((r"\*\*(.+?)\*\*", "strong"), (r"\*(.+?)\*", "em"), (r"`(.+?)`", "code")):
+        body = re.sub(pattern, rf"<{tag}>\1</{tag}>", body)
+    display(HTML(f'<p class="fedkd-caption">{body}</p>'))
+
+
+def seeds_text(frame: pd.DataFrame, keys) -> str:
+    """How many seeds each line of a learning-curve figure averages: "3", or "1 to 3" where the
+    groups of ``keys`` (a panel's cell and method) differ, for a caption."""
+    counts = frame.groupby(list(keys)).seed.nunique()
+    return f"{counts.min()}" + (f" to {counts.max()}" if counts.max() > counts.min() else "")
+
+
 def label_bubbles(histograms: np.ndarray, ax, title: str = "") -> None:
     """Clients on x, classes on y, bubble area proportional to the sample count (KnFu Fig. 2)."""
     clients, classes = np.meshgrid(np.arange(histograms.shape[0]), np.arange(histograms.shape[1]), indexing="ij")
@@ -71,19 +99,22 @@ def learning_curves(history: pd.DataFrame, ax, y: str = "alma", hue: str = "algo
                     highlight: str | None = None) -> None:
     """Mean over seeds with a ± 1 std band, in percent, the y axis named as a reader would
     (:data:`METRIC_LABELS`); ``highlight`` (the paper's own method) drawn thick and on top."""
+    import matplotlib.colors
     import seaborn as sns
 
     frame = history.assign(**{y: history[y] * 100})
     sns.lineplot(data=frame, x="round", y=y, hue=hue, errorbar="sd", ax=ax, marker="o", markersize=3)
     if highlight is not None:
-        for line in ax.get_lines():
-            if line.get_label() == highlight:
-                line.set(linewidth=3.0, zorder=5)
+        # seaborn labels its plotted lines "_child0", ...: the legend entry's colour finds the method's line
         legend = ax.get_legend()
         for handle, text in zip(legend.legend_handles if legend else [], legend.get_texts() if legend else []):
             if text.get_text() == highlight:
                 handle.set_linewidth(3.0)
                 text.set_fontweight("bold")
+                colour = matplotlib.colors.to_rgba(handle.get_color())
+                for line in ax.get_lines():
+                    if matplotlib.colors.to_rgba(line.get_color()) == colour:
+                        line.set(linewidth=3.0, zorder=5)
     ax.set(title=title, xlabel="round", ylabel=METRIC_LABELS.get(y, y))
 
 

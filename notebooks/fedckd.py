@@ -193,7 +193,11 @@ if params.forgetting_rounds:
     ax.set(ylabel="local test accuracy (%)",
            title=f"{first.data.dataset}, {chapter.SETTING_OF_PARTITION[first.data.partition]}, n = {first.data.num_clients}")
     fig.tight_layout()
-    plt.show()
+    plots.caption(fig, "Accuracy on each selected client's local test set, per round of this page's own short FedCKD "
+                       f"run (profile {params.profile}, seed {first.seed}, not a committed record): *before* is the "
+                       "client's own model just after local training, *after* the global model it receives next. "
+                       "Bars: mean over the clients; whiskers: their middle half (25th to 75th percentile). An "
+                       "*after* bar below its *before* bar is forgetting.")
     tables.show(chapter.forgetting_by_round(forgetting), digits=1)
     display(Markdown(chapter.forgetting_text(forgetting, params.profile)))
 
@@ -320,16 +324,22 @@ else:
 if records["main"]:
     history = pd.concat([r.history_frame().assign(
         setting=chapter.SETTING_OF_PARTITION[r.config["data"]["partition"]], n=r.config["data"]["num_clients"],
-        profile=r.profile) for r in records["main"]], ignore_index=True)
+        dirichlet=r.config["data"]["alpha"], profile=r.profile) for r in records["main"]], ignore_index=True)
     history = history[history.setting == "practical"]
-    panels = history[["profile", "dataset", "n"]].drop_duplicates().values.tolist()
+    panels = history[["profile", "dataset", "n", "dirichlet"]].drop_duplicates().values.tolist()
     fig, axes = plots.grid(len(panels))
-    for ax, (profile, dataset, clients) in zip(axes, panels):
-        panel = history[(history.profile == profile) & (history.dataset == dataset) & (history.n == clients)]
+    for ax, (profile, dataset, clients, dirichlet) in zip(axes, panels):
+        panel = history[(history.profile == profile) & (history.dataset == dataset) & (history.n == clients)
+                        & (history.dirichlet == dirichlet)]
         plots.learning_curves(panel.assign(algorithm=panel.algorithm.map(chapter.METHOD_NAMES)), ax,
-                              title=f"{dataset}, Dir({params.alpha}),\nn = {clients} ({profile})", highlight="FedCKD")
+                              title=f"{dataset}, Dir({dirichlet:g}),\nn = {clients} ({profile})", highlight="FedCKD")
         ax.set_ylabel("mean client accuracy (%)")
     plots.legend_below(fig, axes[0])
+    seeds_text = plots.seeds_text(history, ["profile", "dataset", "n", "algorithm"])
+    plots.caption(fig, "Mean client accuracy (%) at each evaluated round in the practical setting, a line per "
+                       "method, a panel per profile (in brackets), dataset and client count n of the records shown "
+                       "(the committed reduced-profile records and this page's runs): the line is the mean over the "
+                       f"method's seeds ({seeds_text}), the band ± 1 std over them (none with one seed).")
 
 # %% [markdown]
 # ## Fig. 5: per-client accuracy, FedCKD − pFedSD
@@ -345,10 +355,15 @@ if len(difference):
     fig, axes = plots.grid(groups.ngroups, height=2.9)
     for ax, ((profile, dataset, setting), group) in zip(axes, groups):
         values = np.sort(group.difference.to_numpy())[::-1]
-        ax.bar(range(len(values)), values, color=np.where(values > 0, "tab:green", "tab:red"))
+        ax.bar(range(len(values)), values,
+               color=np.select([values > 0, values < 0], ["tab:green", "tab:red"], "tab:grey"))
         ax.axhline(0, color="black", lw=0.8)
-        ax.set(title=f"{dataset}, {setting} ({profile})", xlabel="client (sorted)", ylabel="FedCKD − pFedSD (points)")
+        ax.set(title=f"{dataset}, {setting}\n({profile})", xlabel="client (sorted)", ylabel="FedCKD − pFedSD\n(points)")
     fig.tight_layout()
+    plots.caption(fig, "Each bar is one client: its final-round accuracy under FedCKD minus under pFedSD (points, "
+                       "seed 0, each profile's smallest client count), clients sorted from the largest difference "
+                       "down, a panel per profile, dataset and setting of the records shown. Green: FedCKD better; "
+                       "red: pFedSD better; grey: equal. The table counts them.")
     tables.show(chapter.per_client_counts(difference))
 else:
     display(Markdown("Fig. 5 is not reproduced in this profile: it needs both pFedSD and FedCKD among its algorithms."))
@@ -367,6 +382,13 @@ else:
 # %% tags=["hide-input"]
 basis = chapter.verdict_basis()
 cells_shown = ledger.show_cell_verdicts(chapter, basis.records, basis.enforce_gate)
+if len(cells_shown):
+    plots.caption(None, "Above, per profile of the records the verdict box judges "
+                        f"({', '.join(sorted(cells_shown.profile.unique()))}), two heatmaps: one on "
+                        f"{ledger.final_reading(chapter)}, then one on each run's best round. A column per "
+                        "claim, a row per cell; colour and number: the cell's mean effect over seeds in points "
+                        "(blue: positive, the claim's direction; red: negative); the mark is the cell's word from "
+                        "its 95% interval.")
 
 # %% [markdown]
 # ## Robustness to what the paper leaves open

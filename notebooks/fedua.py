@@ -186,6 +186,9 @@ for ax, (heading, profile_params, name) in zip(axes, panels):
     split = build_federated_data(chapter.data_config(profile_params, name), seed=0)
     plots.label_bubbles(split.train_histograms(), ax, title=f"{name}, {profile_params.profile}")  # short: fits the column
 fig.tight_layout()
+plots.caption(fig, "A panel per partition and profile (its title), computed here from the split (seed 0), not read "
+                   "from records: client on x, class on y, a bubble's area proportional to that client's training "
+                   "images of that class (relative to the panel's largest count).")
 step_rows = chapter.step_checks(shown_profiles)
 if len(step_rows):
     display(Markdown("The step split's images per client and per class, per profile:"))
@@ -319,6 +322,11 @@ if len(curves):
     plots.learning_curves(curves.assign(algorithm=curves.algorithm.map(chapter.METHODS)), ax, y="global_acc",
                           title=f"{partition_names[0]}, C = 1, profile {shown}", highlight="FedUA")
     plots.legend_below(fig, ax)
+    seeds_text = plots.seeds_text(curves, ["algorithm"])
+    plots.caption(fig, "The global model's accuracy on the test split (%) at each evaluated round, a line per "
+                       f"method, from the {shown} profile's records ({partition_names[0]} split, C = 1): the line is "
+                       f"the mean over the method's seeds ({seeds_text}), the band ± 1 std over them (none with one "
+                       "seed).")
 
 # %% [markdown]
 # ## Can the weighting be trusted? Diagnostics
@@ -367,6 +375,11 @@ if maps:
         ax.set(title=title, xlabel="true class", ylabel="client")
     fig.suptitle(f"profile {record.profile}, round {record.final['round']}")
     fig.tight_layout()
+    plots.caption(fig, f"From the last round of one FedUA record ({record.profile} profile, step split, C = 1, "
+                       "seed 0): a row per teacher (client), a column per true class of the server samples; "
+                       "colour: the mean entropy, in nats, of the teacher's softmax output (left) and of its GDA "
+                       "class posterior (right) over that class's samples, from 0 (dark: certain) to "
+                       f"ln 10 = {np.log(10):.2f} (uniform over the classes).")
     entropy = {key: np.mean(record.final[key]) for key in ("softmax_entropy", "density_entropy")}
     feature_dim = chapter.feature_dimension(record.config["model"])
     display(Markdown(
@@ -411,6 +424,13 @@ if len(history):
 
 # %% tags=["hide-input"]
 cells_shown = ledger.show_cell_verdicts(chapter, records)
+if len(cells_shown):
+    plots.caption(None, "Above, per profile of the records shown "
+                        f"({', '.join(sorted(cells_shown.profile.unique()))}), two heatmaps: one on "
+                        f"{ledger.final_reading(chapter)}, then one on each run's best round. A column per "
+                        "claim, a row per cell; colour and number: the cell's mean effect over seeds in points "
+                        "(blue: positive, the claim's direction; red: negative); the mark is the cell's word from "
+                        "its 95% interval.")
 
 # %% [markdown]
 # ## Robustness to what the paper leaves open

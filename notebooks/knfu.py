@@ -166,6 +166,11 @@ fig, axes = plt.subplots(1, 2, figsize=(plots.MAX_WIDTH, 4.4), gridspec_kw={"wid
 plots.weight_heatmap(example.weights, axes[0], title=f"row-normalised fusion weights, round {params.example_rounds}")
 plots.label_bubbles(example.histograms, axes[1], title="training labels per client")
 fig.tight_layout()
+plots.caption(fig, f"From this page's own KnFu run ({n_example} clients, MNIST, Dir({params.example_alpha:g}), "
+                   f"|D_n| = {params.example_size}, seed 0), not a committed record. Left: the fusion weights w_nm "
+                   f"of round {params.example_rounds}, row n (client n's mix of everyone's soft labels) summing to 1. "
+                   "Right: each client's training labels, client on x, class on y, a bubble's area proportional "
+                   "to the count.")
 
 # %% [markdown]
 # The diagonal dominates by construction ($\beta = 10$). Off the diagonal, do the weights follow
@@ -276,8 +281,17 @@ for dataset, title in (("mnist", "Table 1 (MNIST)"), ("cifar10", "Table 2 (CIFAR
 # %% tags=["hide-input"]
 ran = ours[["dataset", "alpha", "size"]].drop_duplicates()
 paper_ran = paper.merge(ran, on=["dataset", "alpha", "size"])
-cells_shown = pd.concat([ledger.show_cell_verdicts(knfu, runs, label=label) for label, runs in knfu.verdict_bases()],
-                        ignore_index=True)
+shown_bases = []
+for label, runs in knfu.verdict_bases():
+    shown_bases.append(ledger.show_cell_verdicts(knfu, runs, label=label))
+    if len(shown_bases[-1]):
+        plots.caption(None, f"Above, {label} (committed records of profile "
+                            f"{', '.join(sorted(shown_bases[-1].profile.unique()))}): two heatmaps, one on "
+                            f"{ledger.final_reading(knfu)}, then one on each run's best round. A column per claim, "
+                            "a row per cell; colour and number: the cell's mean effect over seeds in points (blue: "
+                            "positive, the claim's direction; red: negative); the mark is the cell's word from its "
+                            "95% interval.")
+cells_shown = pd.concat(shown_bases, ignore_index=True)
 
 # %% [markdown]
 # ## Fig. 3 and Fig. 4: learning curves
@@ -302,6 +316,11 @@ def curve_panels(frame, panels, title):
                               hue="method", title=f"α = {alpha:g}, |D_n| = {int(size)}", highlight="KnFu")
     fig.suptitle(title)
     plots.legend_below(fig, axes[0])
+    drawn = frame[[cell in panels for cell in zip(frame.alpha, frame["size"])]]
+    seeds_text = plots.seeds_text(drawn, ["alpha", "size", "method"])
+    plots.caption(fig, "ALMA (%) at each evaluated round, a line per method, a panel per cell (α, |D_n|) of the "
+                       f"records shown (profile {', '.join(sorted(drawn.profile.unique()))}): the line is the mean "
+                       f"over the method's seeds ({seeds_text}), the band ± 1 std over them (none with one seed).")
 
 
 cells = mnist[["alpha", "size"]].drop_duplicates()

@@ -111,7 +111,9 @@ def plot_rounds(measurement: dict):
     sns.barplot(frame, x="clients", y="later_round_s", hue="engine", ax=ax)
     ax.set_ylabel("seconds per round (steady state)")
     ax.set_title(machine_text(measurement['machine']['cpu'], measurement['machine']['cores']))
-    plt.show()
+    plots.caption(fig, f"Seconds per round after the first (the mean of rounds 2 to {measurement['params']['rounds']}, "
+                       "the steady state) per client count (x) and engine (bar colour), from this committed "
+                       f"measurement (profile `{measurement['profile']}`); lower is faster.")
 
 
 saved = scaling.saved_measurements()

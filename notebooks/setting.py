@@ -96,6 +96,10 @@ fig, axes = plots.grid(len(splits), height=3.4)
 for ax, (name, parts) in zip(axes, splits.items()):
     plots.label_bubbles(partition.class_histograms(labels, parts, 10), ax, name)
 fig.tight_layout()
+split_clients = len(next(iter(splits.values())))
+plots.caption(fig, f"Each panel splits the MNIST training labels among {split_clients} clients (seed 0), computed "
+                   "here, not read from records: client on x, class on y, a bubble's area proportional to that "
+                   "client's images of that class (relative to the panel's largest count).")
 
 # %% [markdown]
 # How skewed is each split? For every client we measure the share of its largest class and the
@@ -141,6 +145,10 @@ for ax, (dataset, alpha) in zip(axes, panels):
     plots.learning_curves(history[(history.dataset == dataset) & (history.alpha == alpha)], ax,
                           title=f"{dataset}, Dir({alpha})")
 fig.tight_layout()
+seeds_text = plots.seeds_text(history, ["dataset", "alpha", "algorithm"])
+plots.caption(fig, "ALMA (%) at each evaluated round, a line per method, a panel per dataset and Dir(α) of this "
+                   f"page's runs (records of profile {', '.join(sorted(history.profile.unique()))}): the line is the "
+                   f"mean over the method's seeds ({seeds_text}), the band ± 1 std over them (none with one seed).")
 
 # %% [markdown]
 # ## What the runs show

@@ -432,7 +432,7 @@ def variants_frame(module: ModuleType) -> pd.DataFrame:
 def plot_effects(table: pd.DataFrame, reading: str):
     """One forest plot per claim of the complete variants that judged it (:func:`plots.claim_effects`):
     where its effect lies, with the seeds' spread, and in how many cells it holds. Returns the
-    figure, or None when no variant is complete yet."""
+    figure (not yet shown: :func:`show` captions it), or None when no variant is complete yet."""
     import matplotlib.pyplot as plt
 
     from fedkd_core import plots
@@ -448,7 +448,6 @@ def plot_effects(table: pd.DataFrame, reading: str):
     for ax, claim in zip(axes[:, 0], claims):
         plots.claim_effects(judged[judged.claim == claim], ax, reading, title=claim)
     fig.tight_layout()
-    plt.show()
     return fig
 
 
@@ -457,7 +456,7 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     where the claim holds, the effect and its seed spread) and return the claim table."""
     from IPython.display import Markdown, display
 
-    from .. import tables
+    from .. import plots, tables
     from ..verdicts import MACHINE_DRIFT, effect_drift
 
     base_note = getattr(module, "ROBUSTNESS_BASE_NOTE", "")  # where the base is not the chapter's own profile
@@ -474,11 +473,12 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
                 legend="Effect: pooled over cells and seeds, in points (positive where the claim holds); cells: where "
                        "the claim holds / is reversed (each cell's 95% interval over seeds) / judged (kept by the "
                        "convergence gate).")
-    if plot_effects(table, module.ROBUSTNESS[0].name) is not None:
-        display(Markdown("Above, each claim over the variants whose runs are all committed: the pooled effect with "
-                         "its 95% interval, a **filled** marker where the verdict is *holds* and a hollow one otherwise "
-                         f"(in brackets: the verdict), the grid's base reading ({module.ROBUSTNESS[0].name}) in red; left of the dashed line the "
-                         "claim is reversed on average."))
+    fig = plot_effects(table, module.ROBUSTNESS[0].name)
+    if fig is not None:
+        plots.caption(fig, "Each claim over the variants whose runs are all committed: the pooled effect with its 95% "
+                           "interval, a **filled** marker where the verdict is *holds* and a hollow one otherwise (in "
+                           f"brackets: the verdict), the grid's base reading ({module.ROBUSTNESS[0].name}) in red; left "
+                           "of the dashed line the claim is reversed on average.")
     diverged = divergence_texts(divergences)
     if diverged:
         display(Markdown("Runs that **diverged** (training loss or weights became non-finite; stored as "

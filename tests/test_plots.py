@@ -1,0 +1,66 @@
+"""fedkd_core.plots: the figures' captions."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import IPython.display  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from fedkd_core import plots  # noqa: E402
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    """What plots.caption displays, in order."""
+    displayed = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objects, **kwargs: displayed.extend(objects))
+    return displayed
+
+
+def test_caption_shows_the_figure_once_then_the_escaped_caption_under_it(shown):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    plots.caption(fig, "ALMA <b>per</b> round & *mean* over **3** seeds, `run_grid`")
+    assert len(shown) == 2 and shown[0] is fig
+    assert isinstance(shown[1], IPython.display.HTML)
+    assert shown[1].data == ('<p class="fedkd-caption">ALMA &lt;b&gt;per&lt;/b&gt; round &amp; <em>mean</em> over '
+                             '<strong>3</strong> seeds, <code>run_grid</code></p>')
+    assert fig.number not in plt.get_fignums()  # closed: the inline backend does not show it again
+
+
+def test_caption_of_a_figure_a_helper_already_showed_adds_only_the_caption(shown):
+    plots.caption(None, "a * b < c")
+    assert [type(o) for o in shown] == [IPython.display.HTML]
+    assert shown[0].data == '<p class="fedkd-caption">a * b &lt; c</p>'
+
+
+def test_the_book_styles_the_caption():
+    from pathlib import Path
+
+    css = (Path(__file__).resolve().parents[1] / "book" / "_static" / "fedkd.css").read_text()
+    assert "p.fedkd-caption" in css
+
+
+def test_the_highlighted_method_is_drawn_thick_in_the_plot_not_only_in_the_legend():
+    import pandas as pd
+
+    history = pd.DataFrame([{"round": r, "seed": s, "algorithm": a, "alma": 0.5 + 0.01 * r + 0.1 * (a == "KnFu")}
+                            for r in range(1, 6) for s in (0, 1) for a in ("KnFu", "FedMD")])
+    fig, ax = plt.subplots()
+    plots.learning_curves(history, ax, highlight="KnFu")
+    legend = {t.get_text(): h for h, t in zip(ax.get_legend().legend_handles, ax.get_legend().get_texts())}
+    widths = {name: {line.get_linewidth() for line in ax.get_lines()
+                     if line.get_color() == handle.get_color() and line.get_label().startswith("_child")}
+              for name, handle in legend.items()}
+    assert widths["KnFu"] == {3.0} and 3.0 not in widths["FedMD"]
+    plt.close(fig)
+
+
+def test_seeds_text_gives_the_count_or_its_range_over_the_curves():
+    import pandas as pd
+
+    frame = pd.DataFrame({"method": ["a", "a", "a", "b", "b"], "seed": [0, 1, 2, 0, 0]})
+    assert plots.seeds_text(frame, ["method"]) == "1 to 3"
+    assert plots.seeds_text(frame[frame.method == "a"], ["method"]) == "3"
