@@ -430,11 +430,18 @@ def test_the_robustness_text_gives_the_gates_reason_once_and_divergence_only_whe
     assert texts["Z"] == ("untested at this scale under ours, v3: evaluated 5 times, fewer than 10; "
                           "under v2: b in 2 cells still rising (3 of 3 variants run)")
     assert not any("0 runs diverged" in text for text in texts)
-    # a third reason: the variants are named, the reasons left to the chapter's table
+    # a third reason: the variants are counted, the reasons left to the chapter's table
     third = untested_table().assign(reason=lambda t: t.reason.where(t.variant != "v3", "c in 1 cell still rising"))
     assert rb.claim_texts(third, planned=3)["Z"] == (
-        "untested at this scale under all 3 variants (the gate left every cell out, for 3 different reasons: "
+        "untested at this scale under all 3 variants (the gate left every cell out, for 3 reasons: "
         "the chapter's robustness table gives each) (3 of 3 variants run)")
+    # one reason but more than three variants to name: counted too
+    rows = pd.DataFrame({"variant": list("abcde"), "claim": "W", "verdict": ["holds", *["untested at this scale"] * 4],
+                         "of cells": [3, 0, 0, 0, 0], "diverged": 0, "reason": ["", *["b in 1 cell still rising"] * 4],
+                         "effect": [1.0, *[float("nan")] * 4], "complete": True, "holds in": [3, 0, 0, 0, 0]})
+    assert rb.claim_texts(rows, planned=5)["W"] == (
+        "holds in 1 of 5 variants that bear on it; untested at this scale under 4 variants (the gate left every "
+        "cell out, for 1 reason: the chapter's robustness table gives it) (5 of 5 variants run)")
 
 
 def test_the_robustness_text_of_judged_variants_and_diverged_runs():

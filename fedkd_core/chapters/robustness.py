@@ -304,15 +304,18 @@ def claim_text(table: pd.DataFrame, claim: str, planned: int) -> str:
     return "; ".join(p for p in parts if p) + f" ({run} of {planned} variants run{diverged_text(table, claim)})"
 
 
-# More reasons than this for one claim's untested variants: the Claims page names the variants only.
+# More reasons, or more variants named, than these for one claim's untested variants: the Claims page
+# counts them and leaves the names and reasons to the chapter's robustness table.
 MAX_REASONS_NAMED = 2
+MAX_VARIANTS_NAMED = 3
 
 
 def untested_text(rows: pd.DataFrame) -> str:
     """"untested at this scale under all 8 variants: evaluated 5 times, fewer than 10" for the rows
     (one claim's :func:`judged_rows`) whose every cell the convergence gate left out, the variants
-    grouped by the gate's reason ("under A, B: ...; under C: ..."), or only named where they have
-    more than :data:`MAX_REASONS_NAMED` reasons; "" where there are none."""
+    grouped by the gate's reason ("under A, B: ...; under C: ..."), or only counted where that
+    would give more than :data:`MAX_REASONS_NAMED` reasons or name more than
+    :data:`MAX_VARIANTS_NAMED` variants; "" where there are none."""
     from ..verdicts import UNTESTED
 
     untested = rows[rows.verdict == UNTESTED]
@@ -320,10 +323,12 @@ def untested_text(rows: pd.DataFrame) -> str:
         return ""
     reasons = untested["reason"].fillna("") if "reason" in untested else pd.Series("", index=untested.index)
     groups = [(reason, list(untested.variant[reasons == reason])) for reason in dict.fromkeys(reasons)]
-    if len(groups) > MAX_REASONS_NAMED:  # a wall of text in one cell: the chapter's robustness table names them
-        return (f"{UNTESTED} under {_variants_named(list(untested.variant), len(rows))} "
-                f"(the gate left every cell out, for {len(groups)} different reasons: the chapter's robustness "
-                "table gives each)")
+    named = sum(len(names) for _, names in groups if not (len(names) == len(rows) > 1))  # "all N" names none
+    if len(groups) > MAX_REASONS_NAMED or named > MAX_VARIANTS_NAMED:  # a wall of text in one table cell
+        count = f"all {len(rows)}" if len(untested) == len(rows) > 1 else f"{len(untested)}"
+        return (f"{UNTESTED} under {count} variant{'s' if len(untested) > 1 else ''} (the gate left every cell out, "
+                f"for {len(groups)} reason{'s' if len(groups) > 1 else ''}: the chapter's robustness table gives "
+                f"{'each' if len(groups) > 1 else 'it'})")
     return f"{UNTESTED} " + "; ".join(f"under {_variants_named(names, len(rows))}{': ' + reason if reason else ''}"
                                       for reason, names in groups)
 

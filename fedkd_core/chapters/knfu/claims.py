@@ -41,7 +41,7 @@ BASELINES = ("fedmd", "selective_fd")
 
 # The robustness grid reruns Table 1's cells at |D_n| = 100 (MNIST) on the round as first coded: the
 # Claims page gives its verdicts beside the MNIST rows (tuned schedules), saying so.
-ROBUSTNESS_ROW_PREFIX = "grid on the round as first coded, not the tuned schedules: "
+ROBUSTNESS_ROW_PREFIX = "grid run as first coded, not tuned: "
 
 
 def robustness_claim(claim: str) -> str | None:
