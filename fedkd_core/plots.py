@@ -100,6 +100,7 @@ def learning_curves(history: pd.DataFrame, ax, y: str = "alma", hue: str = "algo
     """Mean over seeds with a ± 1 std band, in percent, the y axis named as a reader would
     (:data:`METRIC_LABELS`); ``highlight`` (the paper's own method) drawn thick and on top."""
     import matplotlib.colors
+    import matplotlib.ticker
     import seaborn as sns
 
     frame = history.assign(**{y: history[y] * 100})
@@ -116,6 +117,7 @@ def learning_curves(history: pd.DataFrame, ax, y: str = "alma", hue: str = "algo
                     if matplotlib.colors.to_rgba(line.get_color()) == colour:
                         line.set(linewidth=3.0, zorder=5)
     ax.set(title=title, xlabel="round", ylabel=METRIC_LABELS.get(y, y))
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))  # rounds are whole: no "1.25"
 
 
 def claim_effects(rows: pd.DataFrame, ax, reading: str, title: str = "") -> None:

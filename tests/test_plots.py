@@ -64,3 +64,15 @@ def test_seeds_text_gives_the_count_or_its_range_over_the_curves():
     frame = pd.DataFrame({"method": ["a", "a", "a", "b", "b"], "seed": [0, 1, 2, 0, 0]})
     assert plots.seeds_text(frame, ["method"]) == "1 to 3"
     assert plots.seeds_text(frame[frame.method == "a"], ["method"]) == "3"
+
+
+def test_learning_curves_of_a_short_run_tick_whole_rounds_only():
+    import pandas as pd
+
+    history = pd.DataFrame([{"round": r, "seed": 0, "algorithm": "FedAvg", "alma": 0.5} for r in (1, 2)])
+    fig, ax = plt.subplots()
+    plots.learning_curves(history, ax)
+    fig.canvas.draw()
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    plt.close(fig)
