@@ -498,13 +498,6 @@ if len(ours):
 
 # %% tags=["hide-input"]
 cells_shown = ledger.show_cell_verdicts(chapter, records)
-if len(cells_shown):
-    plots.caption(None, "Above, per profile of the records shown "
-                        f"({', '.join(sorted(cells_shown.profile.unique()))}), two heatmaps: one on "
-                        f"{ledger.final_reading(chapter)}, then one on each run's best round. A column per "
-                        "claim, a row per cell; colour and number: the cell's mean effect over seeds in points "
-                        "(blue: positive, the claim's direction; red: negative); the mark is the cell's word from "
-                        "its 95% interval.")
 
 # %% [markdown]
 # **Cost.** FedGMKD's time per client-round against FedAvg's, per machine (the paper's ratio beside):

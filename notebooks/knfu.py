@@ -281,17 +281,8 @@ for dataset, title in (("mnist", "Table 1 (MNIST)"), ("cifar10", "Table 2 (CIFAR
 # %% tags=["hide-input"]
 ran = ours[["dataset", "alpha", "size"]].drop_duplicates()
 paper_ran = paper.merge(ran, on=["dataset", "alpha", "size"])
-shown_bases = []
-for label, runs in knfu.verdict_bases():
-    shown_bases.append(ledger.show_cell_verdicts(knfu, runs, label=label))
-    if len(shown_bases[-1]):
-        plots.caption(None, f"Above, {label} (committed records of profile "
-                            f"{', '.join(sorted(shown_bases[-1].profile.unique()))}): two heatmaps, one on "
-                            f"{ledger.final_reading(knfu)}, then one on each run's best round. A column per claim, "
-                            "a row per cell; colour and number: the cell's mean effect over seeds in points (blue: "
-                            "positive, the claim's direction; red: negative); the mark is the cell's word from its "
-                            "95% interval.")
-cells_shown = pd.concat(shown_bases, ignore_index=True)
+cells_shown = pd.concat([ledger.show_cell_verdicts(knfu, runs, label=label) for label, runs in knfu.verdict_bases()],
+                        ignore_index=True)
 
 # %% [markdown]
 # ## Fig. 3 and Fig. 4: learning curves

@@ -231,3 +231,25 @@ def test_a_chapter_maps_its_rows_onto_its_grids_claims_and_says_how_the_grid_rea
     plain = SimpleNamespace(ROBUSTNESS=[1, 2], ROBUSTNESS_BASE=None)  # a chapter whose rows are its grid's claims
     assert ledger.robustness_column(plain, pd.DataFrame({"claim": ["KnFu > FedMD", "other"]})).robustness.tolist() == [
         "holds in 2 of 2 variants that bear on it (2 of 2 variants run)", "—"]
+
+
+def test_the_cell_by_cell_heatmaps_get_one_caption_per_profile_under_them(monkeypatch):
+    """Each profile's two heatmaps (final, best round) are followed by one caption naming the records."""
+    from types import SimpleNamespace
+
+    import IPython.display
+
+    from fedkd_core import plots
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objects, **kwargs: shown.extend(objects))
+    monkeypatch.setattr(plots, "cell_verdicts", lambda table, title: shown.append(f"heatmap: {title}"))
+    monkeypatch.setattr(ledger, "cell_verdicts", lambda module, runs, value, gate: pd.DataFrame(
+        {"claim": ["A > B"], "outcome": ["holds"], "effect": [1.0]}))
+    records = [SimpleNamespace(profile="reduced"), SimpleNamespace(profile="paper")]
+    cells = ledger.show_cell_verdicts(fedckd, records, label="MNIST, tuned")
+    assert list(cells.profile) == ["paper", "reduced"]
+    kinds = ["caption" if isinstance(item, IPython.display.HTML) else item.split(",")[0] for item in shown]
+    assert kinds == ["heatmap: MNIST", "heatmap: MNIST", "caption"] * 2
+    assert "MNIST, tuned (records of profile paper)" in shown[2].data
+    assert ledger.final_reading(fedckd) in shown[2].data

@@ -342,7 +342,8 @@ def cell_verdicts(module, records, value: str = "final", enforce_gate: bool = Tr
 
 def show_cell_verdicts(module, records, enforce_gate: bool = True, label: str | None = None) -> pd.DataFrame:
     """Display, per profile of ``records`` (runs of two profiles are never paired), the heatmap of
-    :func:`cell_verdicts` on the final round and on the best round; return the final-round cells.
+    :func:`cell_verdicts` on the final round and on the best round, with one caption under the
+    pair; return the final-round cells.
     ``enforce_gate`` as the verdicts on these records use it; ``label`` names the records in the
     titles (default: their profile)."""
     import matplotlib.pyplot as plt
@@ -363,6 +364,12 @@ def show_cell_verdicts(module, records, enforce_gate: bool = True, label: str | 
                                                                if (table.outcome == LEFT_OUT).any() else "")
             plots.cell_verdicts(table, f"{label or 'profile ' + profile}, {moment}: effect per cell (points); {legend}")
             plt.show()
+        if shown and shown[-1].profile.iloc[0] == profile:
+            plots.caption(None, f"Above, {label + ' (' if label else ''}records of profile {profile}{')' if label else ''}: "
+                                f"two heatmaps, one on {final_reading(module)}, then one on each run's best round. A "
+                                "column per claim, a row per cell; colour and number: the cell's mean effect over seeds "
+                                "in points (blue: positive, the claim's direction; red: negative); the mark is the "
+                                "cell's word from its 95% interval.")
     if not shown:
         display(Markdown("No cell has every method a claim compares: nothing to show."))
         return pd.DataFrame()
