@@ -51,11 +51,12 @@ display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committe
 #
 # "verdict" and "effect": ours, on the final round, with the pooled 95% interval in points;
 # "cells": how many of the claim's cells hold, are reversed or are inconclusive on their own;
-# "the paper's tables": the same test on the paper's tables; "robustness": the verdicts under the
-# variants of the unstated choices (variants whose runs are all committed). Under each claim, in
-# small print: the scale of our runs, the records behind them (profile, runs, seeds, rounds), the
-# verdict on each run's best round where it differs (⚑), and what the gate left out or more seeds
-# would buy. The claim links to the table in its chapter that it rests on.
+# "the paper's tables": the same test on the paper's tables. Under each claim, in small print: the
+# scale of our runs, the records behind them (profile, runs, seeds, rounds), the verdict on each
+# run's best round where it differs (⚑), its robustness (the verdicts under the variants of the
+# unstated choices whose runs are all committed, where the chapter's grid reads the claim), and what
+# the gate left out or more seeds would buy. The claim links to the table in its chapter that it
+# rests on.
 
 # %% tags=["hide-input"]
 display(HTML(ledger.linked_table(table)))

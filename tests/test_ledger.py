@@ -253,3 +253,10 @@ def test_the_cell_by_cell_heatmaps_get_one_caption_per_profile_under_them(monkey
     assert kinds == ["heatmap: MNIST", "heatmap: MNIST", "caption"] * 2
     assert "MNIST, tuned (records of profile paper)" in shown[2].data
     assert ledger.final_reading(fedckd) in shown[2].data
+
+
+def test_linked_table_gives_the_robustness_in_small_print_under_the_claim():
+    table = ledger.untestable("X", "A > B", "no data", "x.html#v").assign(robustness="holds in 2 of 2 variants")
+    html = ledger.linked_table(table)
+    assert "<small>robustness: holds in 2 of 2 variants</small>" in html
+    assert "robustness:" not in ledger.linked_table(table.assign(robustness="—"))

@@ -227,27 +227,28 @@ def verdict_counts(table: pd.DataFrame) -> pd.DataFrame:
                              sort=False)
 
 
-CLAIMS_COLUMNS = ["chapter", "claim", "verdict", "effect (points) [95% interval]", "cells", "the paper's tables",
-                  "robustness"]
+CLAIMS_COLUMNS = ["chapter", "claim", "verdict", "effect (points) [95% interval]", "cells", "the paper's tables"]
 
 
 def linked_table(table: pd.DataFrame) -> str:
     """The ledger as the Claims page's HTML table: per claim, linked to the table in its chapter
-    that it rests on (:func:`claim_anchor`), its verdict, effect, cells, the paper's verdict and
-    robustness; the scale, records, a best round that differs and the note in small print under
-    the claim, so that the table fits the content column (all text escaped: claims contain
-    characters such as '|' and '>')."""
+    that it rests on (:func:`claim_anchor`), its verdict, effect, cells and the paper's verdict; the
+    scale, records, a best round that differs, the robustness (where the chapter's grid reads the
+    claim) and the note in small print under the claim, so that the table fits the content column
+    (all text escaped: claims contain characters such as '|' and '>')."""
     from ..tables import TABLE_CLASS
 
     lines = []
     for _, row in table.iterrows():
         page = row.section.split("#", 1)[0]
+        robustness = str(row.get("robustness", "—"))
         details = [f"scale: {row.scale}", f"records: {row.evidence}",
-                   f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else "", row.note]
+                   f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else "",
+                   f"robustness: {robustness}" if robustness != "—" else "", row.note]
         small = "".join(f"<br><small>{escape(str(d))}</small>" for d in details if d and d != "scale: —")
         claim = f'<a href="./{escape(page)}{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
         cells = [escape(row.chapter), claim, verdict_html(row), escape(row.effect), escape(row.cells),
-                 escape(row.paper), escape(str(row.get("robustness", "—")))]
+                 escape(row.paper)]
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{escape(c)}</th>" for c in CLAIMS_COLUMNS)
     return f'<table class="{TABLE_CLASS} ledger"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table>'
