@@ -509,5 +509,7 @@ def test_the_reader_table_folds_the_claim_table_into_six_columns_keeping_what_ea
     assert second["verdict"] == "untested at this scale (a in 3 cells still rising)"
     assert second["effect [95% interval]"] == "—" and second["runs"] == "17 (1 diverged, incomplete)"
     assert rb.reader_table(table.iloc[:0]).empty
+    partial = table.assign(reason=["b in 1 cell still rising", ""]).iloc[:1]  # judged on the cells the gate kept
+    assert rb.reader_table(partial).verdict.tolist() == ["holds; left out: b in 1 cell still rising"]
     one_seed = table.assign(low=nan, high=nan).iloc[:1]  # an effect without an interval: no "[+nan, +nan]"
     assert rb.reader_table(one_seed)["effect [95% interval]"].tolist() == ["+1.23"]

@@ -411,7 +411,12 @@ def reader_table(table: pd.DataFrame) -> pd.DataFrame:
         return f"{row.effect:+.2f}{interval}"
 
     def verdict(row) -> str:
-        return f"{row.verdict} ({row.reason})" if row.reason else row.verdict
+        from ..verdicts import UNTESTED
+
+        if not row.reason:
+            return row.verdict
+        # a judged claim's reason names the cells the gate left out, not why it holds
+        return f"{row.verdict} ({row.reason})" if row.verdict == UNTESTED else f"{row.verdict}; left out: {row.reason}"
 
     def runs(row) -> str:
         notes = ([f"{row.diverged} diverged"] if row.diverged else []) + ([] if row.complete else ["incomplete"])
