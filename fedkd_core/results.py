@@ -458,6 +458,14 @@ def stored_divergences(configs, root=None) -> list[Divergence]:
     return [divergence for divergence in found if divergence is not None]
 
 
+def every_run_finished(configs, records, root=None) -> bool:
+    """Whether ``records`` (the stored records of ``configs``) and the divergences stored under
+    ``root`` are every run of ``configs``: a sweep's verdicts move onto its runs only then, never
+    onto the seeds or cells it reached first (a diverged run has no accuracy, and is finished)."""
+    configs = list(configs)
+    return len(records) + len(stored_divergences(configs, root)) == len(configs)
+
+
 def is_finished(config: ExperimentConfig, root=None) -> bool:
     """Whether ``config`` has run to its end: a stored record, or a stored divergence."""
     return load_record(config, root) is not None or load_divergence(config, root) is not None

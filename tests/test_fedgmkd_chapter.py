@@ -395,3 +395,44 @@ def test_the_claims_page_says_how_far_the_50_round_rerun_has_got(tmp_path):
     judged = rows[rows.verdict != "not testable offline"]
     planned = len(chapter.experiments(chapter.REDESIGN_PROFILE))
     assert len(judged) and all(f"has 0 of {planned} runs committed" in scale for scale in judged.scale)
+
+
+def test_the_verdicts_move_to_the_50_round_rerun_only_once_every_run_is_finished(tmp_path, monkeypatch):
+    """Until the rerun is complete the verdicts read the 15-round profile under the convergence
+    gate; then the rerun at the paper's own T, every cell counted. A diverged run is finished."""
+    from fedkd_core import results
+    from fedkd_core.chapters.fedgmkd import redesign
+
+    planned = chapter.experiments(chapter.REDESIGN_PROFILE)
+    empty = chapter.verdict_basis(tmp_path)
+    assert empty.params == chapter.REDUCED_PROFILE and empty.records == [] and empty.enforce_gate
+    text = chapter.verdict_basis_text(tmp_path)
+    assert f"**0 of the {len(planned)} runs**" in text and "move to it once all of them are" in text
+    assert "15 rounds (the paper: 50)" in empty.scale
+    monkeypatch.setattr(redesign, "redesign_records", lambda root=None: ["a record"] * (len(planned) - 1))
+    assert chapter.verdict_basis(tmp_path).params == chapter.REDUCED_PROFILE  # one run short
+    results.save_divergence(results.Divergence(config=planned[-1].resolved(), key=results.config_hash(planned[-1]),
+                                               round=3, error="non-finite loss", history=[], timings={},
+                                               environment={}, profile="reduced"), tmp_path)
+    rerun = chapter.verdict_basis(tmp_path)
+    assert rerun.params == chapter.REDESIGN_PROFILE and not rerun.enforce_gate
+    assert rerun.scale == "reduced: 500 images per client, 50 rounds (the paper's)"
+    assert "the verdicts have moved to it" in chapter.verdict_basis_text(tmp_path)
+
+
+def test_the_gate_sensitivity_shows_a_claim_counted_at_the_papers_budget_and_left_out_by_the_gate():
+    """FedGMKD 14 points above a flat FedAvg in all three seeds, but still rising by 2 points over
+    its last 10 rounds: counted, the claim holds; with the gate, its only cell is left out."""
+    params = replace(chapter.Params(methods="fedavg,fedgmkd"), rounds=50, alpha=chapter.REDESIGN_PROFILE.alpha)
+
+    def run(method, seed):
+        curve = [0.5 + 0.001 * seed if method == "fedavg" else 0.54 + 0.002 * r + 0.002 * seed for r in range(1, 51)]
+        config = chapter.run_config(params, method, 10, seed).resolved()
+        return SimpleNamespace(config=config, history=rounds(curve, curve), profile="reduced",
+                               environment={"precision": "fp32", "device_name": "a machine"})
+
+    table = chapter.gate_sensitivity([run(m, s) for m in ("fedavg", "fedgmkd") for s in range(3)]).set_index("claim")
+    row = table.loc["FedGMKD beats FedAvg"]
+    assert row["every cell counted"].startswith("holds +") and row["cells"] == 2  # local and global
+    assert row["rising cells left out"].startswith("untested at this scale") and row["cells left"] == 0
+    assert row["differ"] == "⚑"

@@ -29,6 +29,27 @@ COLUMNS = ["chapter", "claim", "verdict", "versus paper", "effect", "cells", "pa
            "note", "section"]
 
 
+@dataclass(frozen=True)
+class VerdictBasis:
+    """The records a chapter's verdicts rest on: which reference profile (``params``), its
+    committed ``records``, the scale as the verdict box states it, and whether the convergence gate
+    applies (``enforce_gate``: off only for runs at the paper's own scale and round budget)."""
+
+    params: object
+    records: list
+    scale: str
+    enforce_gate: bool
+
+
+def basis_text(basis: VerdictBasis, rerun: str, committed: int, planned: int, moved: bool) -> str:
+    """What a chapter's verdicts rest on, counted from the committed records: how many of the
+    ``planned`` runs of the ``rerun`` they move to are committed, whether they have ``moved``, and
+    the profile (with its scale and runs) that the verdicts are judged on now."""
+    complete = "the verdicts have moved to it" if moved else "the verdicts move to it once all of them are"
+    return (f"**{committed} of the {planned} runs** of {rerun} are committed, and {complete}. The verdicts below "
+            f"rest on the **{basis.params.profile}** profile's {len(basis.records)} committed records ({basis.scale}).")
+
+
 def evidence(records) -> str:
     """"profile paper: 152 runs, 1-3 seeds per cell, 15/30 rounds" for the records a claim rests
     on (a cell is a configuration up to its seed)."""

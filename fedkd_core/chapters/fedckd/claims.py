@@ -4,10 +4,10 @@ book's Claims page (``fedkd_core.chapters.ledger``)."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 import pandas as pd
 
+from ..ledger import VerdictBasis
 from .grid import METHODS, experiments, scale_text
 from .paper import paper_accuracy_tables, paper_table4
 from .profiles import PAPER_FMNIST100, REDUCED_PROFILE
@@ -78,17 +78,6 @@ def claim_effects(records) -> pd.DataFrame:
     return effects_of(observations(records), "final")
 
 
-@dataclass(frozen=True)
-class VerdictBasis:
-    """The records FedCKD's verdicts rest on: which reference profile (``params``), its committed
-    ``records``, the scale as the verdict box states it, and whether the convergence gate applies."""
-
-    params: object
-    records: list
-    scale: str
-    enforce_gate: bool
-
-
 def verdict_basis(root=None) -> VerdictBasis:
     """The paper-scale Fashion-MNIST n = 100 column (:data:`PAPER_FMNIST100`) once every one of its
     runs is committed, judged without the convergence gate (T = 100 is the paper's); until then the
@@ -102,16 +91,15 @@ def verdict_basis(root=None) -> VerdictBasis:
 
 
 def verdict_basis_text(root=None) -> str:
-    """What the verdicts rest on now, counted from the committed records: how many of the
-    paper-scale column's runs are committed, whether that is all of them, and the profile
-    (with its scale and runs) that the verdicts are judged on."""
-    basis, committed = verdict_basis(root), len(paper_scale_records(root))
-    complete = {True: "the column is complete",
-                False: "the verdicts move to it once all of them are"}[basis.params == PAPER_FMNIST100]
-    return (f"**{committed} of the {len(experiments(PAPER_FMNIST100))} runs** of the paper-scale column "
-            f"(Tables I–II's Fashion-MNIST n = 100 cells and Table IV's pair; {scale_text(PAPER_FMNIST100)}) "
-            f"are committed, and {complete}. The verdicts below rest on the **{basis.params.profile}** profile's "
-            f"{len(basis.records)} committed records ({basis.scale}).")
+    """What the verdicts rest on now (:func:`~fedkd_core.chapters.ledger.basis_text`): how many of
+    the paper-scale column's runs are committed, and the profile the verdicts are judged on."""
+    from ..ledger import basis_text
+
+    basis = verdict_basis(root)
+    rerun = (f"the paper-scale column (Tables I–II's Fashion-MNIST n = 100 cells and Table IV's pair; "
+             f"{scale_text(PAPER_FMNIST100)})")
+    return basis_text(basis, rerun, len(paper_scale_records(root)), len(experiments(PAPER_FMNIST100)),
+                      basis.params == PAPER_FMNIST100)
 
 
 def ledger_rows(root=None) -> pd.DataFrame:

@@ -25,13 +25,14 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 from .analysis import (FIXED_COMPONENTS, TOLERANCES, hand_made_mixture, mixture_identity, parameter_count,
                        prototype_identity)
 from .claims import (ABLATION_CLAIMS, EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, TABLE1_CLAIMS, claim_effects,
-                     effects_of, ledger_rows, observations, paper_observations)
+                     effects_of, ledger_rows, observations, paper_observations, scale_text, verdict_basis,
+                     verdict_basis_text)
 from .grid import (FEDGMKD_OPTIONS, FEDGMKD_ROWS, METHODS, PAPER_METHODS, TABLE3_METHODS, Method, Params, ablation_grid,
                    data_config, experiments, method_params, paper_reading, parse_pairs, run_config, settings_table,
                    shared_setting, table1_grid, table5_grid, used_here)
-from .paper import DATASET_REASON, paper_table1, paper_table3, paper_table5, paper_table6, paper_times
+from .paper import DATASET_REASON, PAPER_ROUNDS, paper_table1, paper_table3, paper_table5, paper_table6, paper_times
 from .profiles import REDESIGN_PROFILE, REDUCED_PROFILE, ROBUSTNESS_BASE, profiles_shown
-from .redesign import gate_text, late_reading, redesign_records, round_budget_table, window_mean
+from .redesign import gate_sensitivity, gate_text, late_reading, redesign_records, round_budget_table, window_mean
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, method_key, reduced_profile_records
 from .robustness import ROBUSTNESS
 from .tables import (accuracy_per_profile, at_default_weights, cost_table, dat_shift_table, fedgmkd_cost, first_places,
@@ -41,7 +42,9 @@ from .tables import (accuracy_per_profile, at_default_weights, cost_table, dat_s
 
 __all__ = [
     "ABLATION_CLAIMS", "DATASET_REASON", "EFFECT_CELL_KEYS", "FEDGMKD_OPTIONS", "FEDGMKD_ROWS", "FIXED_COMPONENTS",
-    "METHODS", "METHOD_COLUMN", "PAPER_METHODS", "PAPER_RUNS", "REDESIGN_PROFILE", "redesign_records", "round_budget_table", "gate_text", "late_reading", "window_mean", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE",
+    "METHODS", "METHOD_COLUMN", "PAPER_METHODS", "PAPER_ROUNDS", "PAPER_RUNS", "REDESIGN_PROFILE", "REDUCED_PROFILE",
+    "redesign_records", "round_budget_table", "gate_sensitivity", "gate_text", "late_reading", "scale_text",
+    "verdict_basis", "verdict_basis_text", "window_mean", "ROBUSTNESS", "ROBUSTNESS_BASE",
     "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "TOLERANCES", "Method", "Params", "ablation_grid",
     "accuracy_per_profile", "at_default_weights", "cell_of", "claim_effects", "cost_table", "data_config",
     "effects_of", "experiments", "experiments_to_run", "fedgmkd_cost", "first_places", "first_places_text",

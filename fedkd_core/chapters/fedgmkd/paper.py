@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..datafiles import paper_table
 
+PAPER_ROUNDS = 50  # §4.4: "Total of 50 rounds to achieve convergence", the budget of every table
 DATASET_REASON = {"SVHN": "SVHN is not among the offline datasets", "CIFAR-100": "CIFAR-100 is not among the offline datasets"}
 
 

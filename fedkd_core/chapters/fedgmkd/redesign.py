@@ -85,3 +85,24 @@ def round_budget_table(records, early: int = REDUCED_PROFILE.rounds, last: int =
                       f"gate at round {early}": gate_text(runs["gain early"], runs["evaluations early"]),
                       "gate at the end": gate_text(runs["gain end"], runs["evaluations end"])})
     return pd.DataFrame(table, columns=columns)
+
+
+def gate_sensitivity(records) -> pd.DataFrame:
+    """Per claim judged on ``records`` (the rerun): the verdict with every cell counted, as the
+    verdicts judge runs at the paper's own round budget, beside the verdict with the cells whose
+    methods are still rising left out (the convergence gate), each as word and effect [95%
+    interval]; the cells each counts, and ⚑ where the two words differ."""
+    import sys
+
+    from ..ledger import judge_chapter
+
+    module = sys.modules[__package__]
+    counted, gated = judge_chapter(module, records, enforce_gate=False), judge_chapter(module, records, enforce_gate=True)
+    rows = []
+    for claim, verdicts in counted.items():
+        every, flat = verdicts["final"], gated[claim]["final"]
+        rows.append({"claim": claim, "every cell counted": f"{every.word} {every.effect_text}".strip(),
+                     "cells": every.cells, "rising cells left out": f"{flat.word} {flat.effect_text}".strip(),
+                     "cells left": flat.cells, "differ": "⚑" if every.word != flat.word else ""})
+    return pd.DataFrame(rows, columns=["claim", "every cell counted", "cells", "rising cells left out", "cells left",
+                                       "differ"])

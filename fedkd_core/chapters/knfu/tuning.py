@@ -105,10 +105,9 @@ def tuned_cifar_complete(records, root=None) -> bool:
     :data:`~.profiles.TUNED_CIFAR_PROFILE`: the CIFAR-10 claims move onto the tuned rerun only then,
     never onto a seed or a cell of it (a diverged run has no accuracy: the claims are judged on the
     cells and seeds where every method they compare finished, as elsewhere)."""
-    from ...results import stored_divergences
+    from ...results import every_run_finished
 
-    configs = experiments(TUNED_CIFAR_PROFILE)
-    return len(records) + len(stored_divergences(configs, root)) == len(configs)
+    return every_run_finished(experiments(TUNED_CIFAR_PROFILE), records, root)
 
 
 def _run_keys(frame: pd.DataFrame) -> pd.Series:
