@@ -324,11 +324,12 @@ def untested_text(rows: pd.DataFrame) -> str:
     reasons = untested["reason"].fillna("") if "reason" in untested else pd.Series("", index=untested.index)
     groups = [(reason, list(untested.variant[reasons == reason])) for reason in dict.fromkeys(reasons)]
     named = sum(len(names) for _, names in groups if not (len(names) == len(rows) > 1))  # "all N" names none
-    if len(groups) > MAX_REASONS_NAMED or named > MAX_VARIANTS_NAMED:  # a wall of text in one table cell
+    given = [reason for reason, _ in groups if reason]  # a variant without a recorded reason is no reason
+    if len(given) > MAX_REASONS_NAMED or named > MAX_VARIANTS_NAMED:  # a wall of text in one table cell
         count = f"all {len(rows)}" if len(untested) == len(rows) > 1 else f"{len(untested)}"
-        return (f"{UNTESTED} under {count} variant{'s' if len(untested) > 1 else ''} (the gate left every cell out, "
-                f"for {len(groups)} reason{'s' if len(groups) > 1 else ''}: the chapter's robustness table gives "
-                f"{'each' if len(groups) > 1 else 'it'})")
+        why = (f"for {len(given)} reason{'s' if len(given) > 1 else ''}: the chapter's robustness table gives "
+               f"{'each' if len(given) > 1 else 'it'}" if given else "the chapter's robustness table says why")
+        return f"{UNTESTED} under {count} variant{'s' if len(untested) > 1 else ''} (the gate left every cell out, {why})"
     return f"{UNTESTED} " + "; ".join(f"under {_variants_named(names, len(rows))}{': ' + reason if reason else ''}"
                                       for reason, names in groups)
 
