@@ -107,12 +107,19 @@ def html(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "", settings
             return setting_text(value)
         return cell_text(value, digits.get(column, 1) if isinstance(digits, dict) else digits)
 
-    head = "".join(f"<th>{escape(str(column))}</th>" for column in frame.columns)
+    head = "".join(f"<th>{header_html(column)}</th>" for column in frame.columns)
     body = "".join("<tr>" + "".join(f"<td>{escape(text(column, value))}</td>"
                                     for column, value in zip(frame.columns, row)) + "</tr>"
                    for row in frame.itertuples(index=False))
     note = f'<p class="fedkd-legend">{legend}</p>' if legend else ""
     return f'<table class="{TABLE_CLASS}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}'
+
+
+def header_html(column) -> str:
+    """A column's header, escaped, with a break opportunity after each underscore: the book wraps
+    headers at word boundaries only ("chapter", not "chapt/er"), so that a snake_case name
+    ("seconds_per_client_round") can still wrap."""
+    return escape(str(column)).replace("_", "_<wbr>")
 
 
 def show(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "", settings=()) -> None:
