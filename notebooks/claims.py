@@ -16,10 +16,10 @@
 #
 # Every claim the four papers make about their tables, judged from the records this book has
 # committed, never from a number typed into a page: KnFu at the paper's scale (MNIST with every
-# method under its tuned schedule; CIFAR-10 as coded, measured but not judged until it is rerun
-# under tuned schedules), FedUA and FedGMKD on their reduced profiles,
-# FedCKD on its paper-scale Fashion-MNIST column once all its runs are committed and on its reduced
-# profile until then. Each row's scale says which. The landing page summarises this table; each chapter opens
+# method under its tuned schedule; CIFAR-10 as coded, measured but not judged until its rerun
+# under tuned schedules is complete), FedUA on its reduced profile, FedGMKD on its reduced profile
+# until its rerun at the paper's 50 rounds is complete, FedCKD on its reduced profile until its
+# paper-scale Fashion-MNIST column is ([Reruns under way](#reruns-under-way)). Each row's scale says which. The landing page summarises this table; each chapter opens
 # with its own rows of it. The verdicts come first; how they are computed, and from which
 # records, follows them ([How verdicts are computed](#how-verdicts-are-computed)).
 
@@ -45,6 +45,19 @@ judged = table[~table.verdict.isin(ledger.V.NOT_JUDGED)]
 display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committed records: "
                  + ", ".join(f"{n} {word}" for word, n in judged.verdict.value_counts().items()) + "."
                  if len(judged) else "No claim is judged yet: no chapter has committed records."))
+
+# %% [markdown]
+# ## Reruns under way
+#
+# Where a chapter's evidence is being rerun at a larger scale, its verdicts move onto the rerun only
+# once every run of it is committed (or diverged), never onto the seeds it reached first; until
+# then they rest on the smaller profile, and its rows say so. How far each rerun has got, counted
+# from the committed records, and one core's compute left at the pace of its finished runs (divide
+# by the workers that share a machine's cores). `python -m fedkd_core.sweep CHAPTER --params
+# notebooks/params/RERUN --workers 2` continues one where it stopped.
+
+# %% tags=["hide-input"]
+tables.show(ledger.reruns_table())
 
 # %% [markdown]
 # ## Every claim

@@ -260,3 +260,43 @@ def test_linked_table_gives_the_robustness_in_small_print_under_the_claim():
     html = ledger.linked_table(table)
     assert "<small>robustness: holds in 2 of 2 variants</small>" in html
     assert "robustness:" not in ledger.linked_table(table.assign(robustness="—"))
+
+
+def test_a_reruns_row_counts_finished_runs_and_the_time_left_at_their_pace(tmp_path):
+    """Three runs of one kind: one recorded in 600 s on a named machine, one diverged, one left:
+    "2 of 3 (1 diverged)", and the one left at the recorded run's pace, 10 minutes."""
+    from types import SimpleNamespace
+
+    from fedkd_core import results
+    from fedkd_core.chapters import fedgmkd
+
+    configs = [fedgmkd.run_config(fedgmkd.Params(methods="fedavg"), "fedavg", 10, seed) for seed in range(3)]
+    module = SimpleNamespace(experiments=lambda params: configs)
+    rerun = ledger.Rerun("Toy", params=None, path="reduced/toy.yaml", decides="the toy's rows")
+    assert ledger.rerun_row(module, rerun, tmp_path) == {"chapter": "Toy", "rerun": "reduced/toy.yaml",
+                                                         "decides": "the toy's rows", "runs finished": "0 of 3",
+                                                         "one core's time left": "—"}
+    done, diverged = configs[0], configs[1]
+    results.save_record(results.RunRecord(config=done.resolved(), key=results.config_hash(done), history=[{"round": 1, "alma": 0.5}],
+                                          client_accuracies=[], timings={"total_seconds": 600.0},
+                                          environment={"device_name": "A CPU"}, profile="reduced"), tmp_path)
+    results.save_divergence(results.Divergence(config=diverged.resolved(), key=results.config_hash(diverged), round=1,
+                                               error="non-finite loss", history=[], timings={}, environment={},
+                                               profile="reduced"), tmp_path)
+    row = ledger.rerun_row(module, rerun, tmp_path)
+    assert row["runs finished"] == "2 of 3 (1 diverged)"
+    assert row["one core's time left"] == "10 min (at the pace of its runs on A CPU)"
+
+
+def test_every_rerun_a_chapter_lists_is_one_of_its_profiles_yaml():
+    """A rerun's path is the yaml its params come from: a wrong path would send a reader's sweep
+    elsewhere."""
+    from fedkd_core.chapters import CHAPTERS, chapter_module
+    from fedkd_core.chapters.datafiles import profile
+
+    reruns = [(module, rerun) for name in CHAPTERS for module in [chapter_module(name)]
+              for rerun in getattr(module, "RERUNS", ())]
+    assert {rerun.chapter for _, rerun in reruns} == {"KnFu", "FedCKD", "FedGMKD"}
+    for module, rerun in reruns:
+        assert profile(module.Params, rerun.path) == rerun.params
+        assert (ROOT / "notebooks" / "params" / rerun.path).is_file()

@@ -41,6 +41,50 @@ class VerdictBasis:
     enforce_gate: bool
 
 
+@dataclass(frozen=True)
+class Rerun:
+    """A sweep that reruns a chapter's evidence at a larger scale: the chapter as the Claims page
+    names it, its grid's profile (``params``), its yaml under ``notebooks/params/`` (``path``), and
+    the rows that move onto it once every one of its runs is finished (``decides``). A chapter
+    lists its own in ``RERUNS``."""
+
+    chapter: str
+    params: object
+    path: str
+    decides: str
+
+
+RERUN_COLUMNS = ["chapter", "rerun", "decides", "runs finished", "one core's time left"]
+
+
+def rerun_row(module, rerun: Rerun, root=None) -> dict:
+    """How far ``rerun`` has got: its runs finished (records, and diverged runs) of those planned,
+    and one worker's time for the rest at the pace of the finished ones (machines named), or "—"
+    before any has run or after the last."""
+    from ..results import config_hash, stored_divergences, stored_records
+    from ..sweep import duration_text, estimated_seconds
+
+    configs = module.experiments(rerun.params)
+    records, diverged = stored_records(configs, root), stored_divergences(configs, root)
+    finished = {record.key for record in records} | {divergence.key for divergence in diverged}
+    left = [config.resolved() for config in configs if config_hash(config) not in finished]
+    seconds = estimated_seconds(left, records) if left else None
+    machines = ", ".join(sorted({record.environment.get("device_name", "?") for record in records}))
+    pace = f"{duration_text(seconds)} (at the pace of its runs on {machines})" if seconds else "—"
+    count = f"{len(records) + len(diverged)} of {len(configs)}" + (f" ({len(diverged)} diverged)" if diverged else "")
+    return {"chapter": rerun.chapter, "rerun": rerun.path, "decides": rerun.decides, "runs finished": count,
+            "one core's time left": pace}
+
+
+def reruns_table(root=None) -> pd.DataFrame:
+    """Every chapter's reruns (``RERUNS``) in the book's chapter order, one :func:`rerun_row` each."""
+    from . import CHAPTERS, chapter_module
+
+    rows = [rerun_row(module, rerun, root)
+            for name in CHAPTERS for module in [chapter_module(name)] for rerun in getattr(module, "RERUNS", ())]
+    return pd.DataFrame(rows, columns=RERUN_COLUMNS)
+
+
 def basis_text(basis: VerdictBasis, rerun: str, committed: int, planned: int, moved: bool) -> str:
     """What a chapter's verdicts rest on, counted from the committed records: how many of the
     ``planned`` runs of the ``rerun`` they move to are committed, whether they have ``moved``, and

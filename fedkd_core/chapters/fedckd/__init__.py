@@ -29,7 +29,7 @@ from .grid import (CLASSES_PER_CLIENT, METHODS, METHOD_NAMES, MODEL_FOR, SETTING
 from .hyperparameters import hyperparameter_table, settings_columns
 from .paper import (ACCURACY_TABLES, paper_accuracy_table, paper_accuracy_tables, paper_table3, paper_table4,
                     paper_table5)
-from .profiles import PAPER_FMNIST100, REDUCED_PROFILE, ROBUSTNESS_BASE
+from .profiles import PAPER_FMNIST100, REDUCED_PROFILE, RERUNS, ROBUSTNESS_BASE
 from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, experiments_to_run, method_differences, paper_scale_records,
                       records_and_runs, reduced_profile_records, reduced_records_by_grid)
 from .robustness import ROBUSTNESS
@@ -38,6 +38,7 @@ from .tables import (NOT_REPRODUCED, annealing_gains, annealing_table, compare_a
                      sensitivity_table, summary)
 
 __all__ = [
+    "RERUNS",
     "ACCURACY_TABLES", "ANNEALING_CLAIM", "CLASSES_PER_CLIENT", "CONSTANT", "EFFECT_CELL_KEYS", "METHODS",
     "METHOD_COLUMN", "METHOD_NAMES", "MODEL_FOR", "NOT_REPRODUCED", "PAPER_FMNIST100", "PAPER_RUNS", "PERSONALISED",
     "Params", "READ_SEEDS", "VerdictBasis", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE", "SCALE_FIELDS", "SETTINGS",

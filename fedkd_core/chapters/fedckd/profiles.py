@@ -5,6 +5,7 @@ checks that their records are the committed ones and how they derive from one an
 from __future__ import annotations
 
 from ..datafiles import profile
+from ..ledger import Rerun
 from .grid import Params
 
 # The paper's setting for Tables I-II's Fashion-MNIST column — n = 20, r = 1, E = 5, batch 64, SGD
@@ -25,3 +26,8 @@ PAPER_FMNIST100 = profile(Params, "paper/fedckd_fmnist100.yaml")
 
 # The base the robustness variants change: the reduced profile with only the methods the claims compare.
 ROBUSTNESS_BASE = profile(Params, "robustness/fedckd.yaml")
+
+
+# The reruns the verdicts move onto once every run is finished (the Claims page shows how far each has got).
+RERUNS = (Rerun("FedCKD", PAPER_FMNIST100, "paper/fedckd_fmnist100.yaml",
+                "every FedCKD row, now on the reduced profile"),)

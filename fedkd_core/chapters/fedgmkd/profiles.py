@@ -5,6 +5,7 @@ checks that their records are the committed ones and how they derive from one an
 from __future__ import annotations
 
 from ..datafiles import profile
+from ..ledger import Rerun
 from ..datafiles import profiles_shown as shared_profiles_shown
 from .grid import Params
 
@@ -28,3 +29,8 @@ def profiles_shown(params: Params) -> dict[str, Params]:
 # once every run is committed or diverged (claims.verdict_basis), and until then the chapter shows
 # how far it has got (:mod:`.redesign`).
 REDESIGN_PROFILE = profile(Params, "reduced/redesign/fedgmkd.yaml")
+
+
+# The reruns the verdicts move onto once every run is finished (the Claims page shows how far each has got).
+RERUNS = (Rerun("FedGMKD", REDESIGN_PROFILE, "reduced/redesign/fedgmkd.yaml",
+                "every FedGMKD row judged offline, now at 15 rounds"),)

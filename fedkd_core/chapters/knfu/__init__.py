@@ -27,7 +27,7 @@ from .claims import (AS_CODED_SUFFIX, EFFECT_CELL_KEYS, LOCAL_ON_CIFAR, METHOD_C
 from .grid import (METHODS, MODEL_FOR, PAPER_BATCH_SIZE, SHARING, TUNED, Params, algorithm_params, batch_size_for,
                    data_config, experiments, train_config)
 from .paper import paper_table1, paper_table2
-from .profiles import (FEDMD_ORIGINAL_PROFILE, PAPER_PROFILE, ROBUSTNESS_BASE, TUNED_CIFAR_PROFILE, TUNED_PROFILE,
+from .profiles import (FEDMD_ORIGINAL_PROFILE, PAPER_PROFILE, RERUNS, ROBUSTNESS_BASE, TUNED_CIFAR_PROFILE, TUNED_PROFILE,
                        TUNING_PROFILE)
 from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, experiments_to_run, method_differences, paper_profile_records,
                       reusable_paper_records)
@@ -37,6 +37,7 @@ from .tuning import (CANDIDATES, DEFAULT, chosen_schedules, same_runs, schedule_
                      tuned_cifar_records, tuned_params, tuned_records, tuning_records, tuning_table, verdict_changes)
 
 __all__ = [
+    "RERUNS",
     "AS_CODED_SUFFIX", "LOCAL_ON_CIFAR", "ORIGINAL_CLAIM", "ORIGINAL_SUFFIX", "gaps_to_paper", "CANDIDATES", "DEFAULT", "EFFECT_CELL_KEYS", "FEDMD_ORIGINAL_PROFILE", "FusionExample", "METHODS", "METHOD_COLUMN",
     "MODEL_FOR", "PAPER_BATCH_SIZE", "PAPER_PROFILE", "PAPER_RUNS", "Params", "READ_SEEDS", "ROBUSTNESS",
     "ROBUSTNESS_BASE", "ROBUSTNESS_BASE_NOTE", "ROBUSTNESS_ROW_PREFIX", "SCALE_FIELDS", "SHARING", "TUNED", "TUNED_CIFAR_LABEL", "TUNED_CIFAR_PROFILE", "TUNED_CIFAR_SUFFIX", "TUNED_PROFILE", "TUNED_SECTION",
