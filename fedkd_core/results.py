@@ -458,12 +458,17 @@ def stored_divergences(configs, root=None) -> list[Divergence]:
     return [divergence for divergence in found if divergence is not None]
 
 
+def finished_runs(configs, records, root=None) -> int:
+    """How many runs of ``configs`` are finished: ``records`` (their stored records) and the
+    divergences stored under ``root`` (a diverged run has no accuracy, and is finished)."""
+    return len(records) + len(stored_divergences(configs, root))
+
+
 def every_run_finished(configs, records, root=None) -> bool:
-    """Whether ``records`` (the stored records of ``configs``) and the divergences stored under
-    ``root`` are every run of ``configs``: a sweep's verdicts move onto its runs only then, never
-    onto the seeds or cells it reached first (a diverged run has no accuracy, and is finished)."""
+    """Whether every run of ``configs`` is finished (:func:`finished_runs`): a sweep's verdicts
+    move onto its runs only then, never onto the seeds or cells it reached first."""
     configs = list(configs)
-    return len(records) + len(stored_divergences(configs, root)) == len(configs)
+    return finished_runs(configs, records, root) == len(configs)
 
 
 def is_finished(config: ExperimentConfig, root=None) -> bool:

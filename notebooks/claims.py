@@ -19,7 +19,7 @@
 # method under its tuned schedule; CIFAR-10 as coded, measured but not judged until its rerun
 # under tuned schedules is complete), FedUA on its reduced profile, FedGMKD on its reduced profile
 # until its rerun at the paper's 50 rounds is complete, FedCKD on its reduced profile until its
-# paper-scale Fashion-MNIST column is ([Reruns under way](#reruns-under-way)). Each row's scale says which. The landing page summarises this table; each chapter opens
+# paper-scale Fashion-MNIST column is ([Reruns at a larger scale](#reruns-at-a-larger-scale)). Each row's scale says which. The landing page summarises this table; each chapter opens
 # with its own rows of it. The verdicts come first; how they are computed, and from which
 # records, follows them ([How verdicts are computed](#how-verdicts-are-computed)).
 
@@ -47,7 +47,7 @@ display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committe
                  if len(judged) else "No claim is judged yet: no chapter has committed records."))
 
 # %% [markdown]
-# ## Reruns under way
+# ## Reruns at a larger scale
 #
 # Where a chapter's evidence is being rerun at a larger scale, its verdicts move onto the rerun only
 # once every run of it is committed (or diverged), never onto the seeds it reached first; until
@@ -142,9 +142,11 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # design, evaluates 5 times), then the methods still rising. This holds on the reduced profiles and
 # wherever the round budget is ours: KnFu's paper gives none (R = 15 on MNIST and 30 on CIFAR-10
 # are our choices), so its paper-profile cells are gated too. Only at a round budget the paper
-# itself fixes (FedCKD's paper-scale column, T = 100) is a method still rising the paper's
-# protocol: there the cell counts and the note says how many were still rising. Each chapter's
-# "claims, cell by cell" figures mark a left-out cell ○.
+# itself fixes, on the paper's data (FedCKD's paper-scale column, T = 100; FedGMKD's rerun at
+# T = 50, 500 images per client, once complete) is a method still rising the paper's protocol:
+# there the cell counts, the note says how many were still rising and, where leaving them out
+# would change the verdict, what it would read. Each chapter's "claims, cell by cell" figures mark
+# a left-out cell ○.
 
 # %% tags=["remove-input"]
 from fedkd_core.chapters import chapter_module  # noqa: E402

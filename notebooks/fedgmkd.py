@@ -522,7 +522,7 @@ if len(ours):
 basis = chapter.verdict_basis()
 cells_shown = ledger.show_cell_verdicts(chapter, basis.records, basis.enforce_gate,
                                         label=f"{basis.params.profile}, {basis.params.rounds} rounds")
-if runs and params.profile != basis.params.profile:
+if runs and params != basis.params:  # both FedGMKD reduced profiles are named "reduced"
     ledger.show_cell_verdicts(chapter, runs, label=f"this page's {params.profile} runs")
 
 # %% [markdown]
@@ -552,3 +552,7 @@ if ratios is not None:
 from fedkd_core.chapters import robustness  # noqa: E402
 
 robustness_table = robustness.show(chapter, "fedgmkd")
+if ledger.grid_scale_prefix(chapter):  # the verdicts have moved onto a rerun at a larger scale
+    display(Markdown("**The grid and the verdict read different runs**: the grid's verdicts above are on runs at the "
+                     "reduced profile's scale, the verdict box's on the rerun, until the grid is rerun at the "
+                     "verdict's scale."))

@@ -408,7 +408,7 @@ def test_the_verdicts_move_to_the_50_round_rerun_only_once_every_run_is_finished
     assert empty.params == chapter.REDUCED_PROFILE and empty.records == [] and empty.enforce_gate
     text = chapter.verdict_basis_text(tmp_path)
     assert f"**0 of the {len(planned)} runs**" in text and "move to it once all of them are" in text
-    assert "15 rounds (the paper: 50)" in empty.scale
+    assert empty.scale.endswith("500 images per client, 15 rounds (the paper: 50)")
     monkeypatch.setattr(redesign, "redesign_records", lambda root=None: ["a record"] * (len(planned) - 1))
     assert chapter.verdict_basis(tmp_path).params == chapter.REDUCED_PROFILE  # one run short
     results.save_divergence(results.Divergence(config=planned[-1].resolved(), key=results.config_hash(planned[-1]),
@@ -416,7 +416,7 @@ def test_the_verdicts_move_to_the_50_round_rerun_only_once_every_run_is_finished
                                                environment={}, profile="reduced"), tmp_path)
     rerun = chapter.verdict_basis(tmp_path)
     assert rerun.params == chapter.REDESIGN_PROFILE and not rerun.enforce_gate
-    assert rerun.scale == "reduced: 500 images per client, 50 rounds (the paper's)"
+    assert rerun.scale == "reduced: cnn5_code32 (the paper: ResNet-18), 500 images per client, 50 rounds (the paper's)"
     assert "the verdicts have moved to it" in chapter.verdict_basis_text(tmp_path)
 
 

@@ -56,6 +56,10 @@ def test_judged_rows_gate_out_cells_still_rising_and_without_records_say_so():
     assert row.verdict == "untested at this scale" and "B in 2 cells still rising" in row.note
     at_paper_scale = ledger.judged_rows("X", toy_chapter(), rising, "x.html", "paper", "", enforce_gate=False).iloc[0]
     assert at_paper_scale.verdict == "inconclusive" and "still rising at the last round, counted" in at_paper_scale.note
+    assert at_paper_scale.note.endswith("with the still-rising cells left out: untested at this scale")
+    converged = [run[:-1] + (0.0,) for run in rising]  # nothing rising: the gate changes nothing, says nothing
+    assert "left out" not in ledger.judged_rows("X", toy_chapter(), converged, "x.html", "paper", "",
+                                                enforce_gate=False).iloc[0].note
     empty = ledger.judged_rows("X", toy_chapter(), [], "x.html", "reduced", "").iloc[0]
     assert (empty.verdict, empty.evidence) == (ledger.NO_RECORDS, ledger.NO_RECORDS)
     assert empty.paper.startswith("holds")  # the paper's side is judged whatever we have
@@ -286,6 +290,14 @@ def test_a_reruns_row_counts_finished_runs_and_the_time_left_at_their_pace(tmp_p
     row = ledger.rerun_row(module, rerun, tmp_path)
     assert row["runs finished"] == "2 of 3 (1 diverged)"
     assert row["one core's time left"] == "10 min (at the pace of its runs on A CPU)"
+    last = configs[2]
+    results.save_record(results.RunRecord(config=last.resolved(), key=results.config_hash(last),
+                                          history=[{"round": 1, "alma": 0.5}], client_accuracies=[],
+                                          timings={"total_seconds": 600.0}, environment={"device_name": "A CPU"},
+                                          profile="reduced"), tmp_path)
+    row = ledger.rerun_row(module, rerun, tmp_path)
+    assert row["runs finished"] == "3 of 3 (1 diverged)"
+    assert row["one core's time left"] == "none: complete, the verdicts rest on it"
 
 
 def test_every_rerun_a_chapter_lists_is_one_of_its_profiles_yaml():
@@ -300,3 +312,19 @@ def test_every_rerun_a_chapter_lists_is_one_of_its_profiles_yaml():
     for module, rerun in reruns:
         assert profile(module.Params, rerun.path) == rerun.params
         assert (ROOT / "notebooks" / "params" / rerun.path).is_file()
+
+
+def test_the_robustness_text_says_when_the_verdict_has_moved_off_the_grids_scale():
+    """Once a chapter's verdicts move onto a rerun at 50 rounds, its robustness grid (derived from
+    the 15-round reduced profile) must not read as the robustness of that verdict."""
+    from types import SimpleNamespace
+
+    reduced, rerun = SimpleNamespace(rounds=15), SimpleNamespace(rounds=50)
+
+    def chapter(verdict_params):
+        basis = ledger.VerdictBasis(verdict_params, [], "", True)
+        return SimpleNamespace(verdict_basis=lambda: basis, REDUCED_PROFILE=reduced)
+
+    assert ledger.grid_scale_prefix(chapter(reduced)) == ""
+    assert ledger.grid_scale_prefix(chapter(rerun)) == "grid at the reduced profile's scale, the verdict on the rerun: "
+    assert ledger.grid_scale_prefix(SimpleNamespace(REDUCED_PROFILE=reduced)) == ""

@@ -40,7 +40,7 @@ def test_a_profile_constant_is_the_checkouts_yaml(chapter, constant, path):
 
 # Every run of these profiles is committed (a record, or a divergence); FedCKD's paper-scale
 # column is still under way, so it is found in part, and FedGMKD's redesigned reduced profile
-# (reduced/redesign/fedgmkd.yaml) joins this list when it replaces the chapter's own.
+# (reduced/redesign/fedgmkd.yaml) joins this list once its sweep is complete.
 COMMITTED = [(fedckd, "REDUCED_PROFILE"), (fedckd, "ROBUSTNESS_BASE"), (fedgmkd, "REDUCED_PROFILE"),
              (fedgmkd, "ROBUSTNESS_BASE"), (fedua, "REDUCED_PROFILE"), (fedua, "ROBUSTNESS_BASE"),
              (knfu, "PAPER_PROFILE"), (knfu, "ROBUSTNESS_BASE"), (knfu, "TUNING_PROFILE"), (knfu, "TUNED_PROFILE"),

@@ -64,8 +64,7 @@ def is_reference_profile(path) -> bool:
     """Whether ``path`` is one of the committed reference profiles, a yaml under
     ``notebooks/params/reduced/`` or ``notebooks/params/paper/`` of this checkout or package: those
     name what the committed records are, so a sweep runs their whole grid under their label (a
-    redesigned reduced profile under ``reduced/redesign/`` included, before it replaces the
-    chapter's own)."""
+    redesigned reduced profile under ``reduced/redesign/`` included)."""
     from pathlib import Path
 
     root = Path(str(resources.files(__package__).joinpath(PROFILES))).resolve()

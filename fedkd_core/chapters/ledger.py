@@ -59,8 +59,8 @@ RERUN_COLUMNS = ["chapter", "rerun", "decides", "runs finished", "one core's tim
 
 def rerun_row(module, rerun: Rerun, root=None) -> dict:
     """How far ``rerun`` has got: its runs finished (records, and diverged runs) of those planned,
-    and one worker's time for the rest at the pace of the finished ones (machines named), or "—"
-    before any has run or after the last."""
+    and one worker's time for the rest at the pace of the finished ones (machines named; "—"
+    before any has finished), or that it is complete."""
     from ..results import config_hash, stored_divergences, stored_records
     from ..sweep import duration_text, estimated_seconds
 
@@ -70,7 +70,8 @@ def rerun_row(module, rerun: Rerun, root=None) -> dict:
     left = [config.resolved() for config in configs if config_hash(config) not in finished]
     seconds = estimated_seconds(left, records) if left else None
     machines = ", ".join(sorted({record.environment.get("device_name", "?") for record in records}))
-    pace = f"{duration_text(seconds)} (at the pace of its runs on {machines})" if seconds else "—"
+    pace = (f"{duration_text(seconds)} (at the pace of its runs on {machines})" if seconds
+            else "none: complete, the verdicts rest on it" if not left else "—")
     count = f"{len(records) + len(diverged)} of {len(configs)}" + (f" ({len(diverged)} diverged)" if diverged else "")
     return {"chapter": rerun.chapter, "rerun": rerun.path, "decides": rerun.decides, "runs finished": count,
             "one core's time left": pace}
@@ -85,12 +86,12 @@ def reruns_table(root=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RERUN_COLUMNS)
 
 
-def basis_text(basis: VerdictBasis, rerun: str, committed: int, planned: int, moved: bool) -> str:
+def basis_text(basis: VerdictBasis, rerun: str, finished: int, planned: int, moved: bool) -> str:
     """What a chapter's verdicts rest on, counted from the committed records: how many of the
-    ``planned`` runs of the ``rerun`` they move to are committed, whether they have ``moved``, and
-    the profile (with its scale and runs) that the verdicts are judged on now."""
+    ``planned`` runs of the ``rerun`` they move to are ``finished`` (committed or diverged), whether
+    they have ``moved``, and the profile (with its scale and runs) that the verdicts are judged on now."""
     complete = "the verdicts have moved to it" if moved else "the verdicts move to it once all of them are"
-    return (f"**{committed} of the {planned} runs** of {rerun} are committed, and {complete}. The verdicts below "
+    return (f"**{finished} of the {planned} runs** of {rerun} are finished (committed, or diverged), and {complete}. The verdicts below "
             f"rest on the **{basis.params.profile}** profile's {len(basis.records)} committed records ({basis.scale}).")
 
 
@@ -171,7 +172,8 @@ def judged_rows(chapter: str, module, records, section: str, scale: str, evidenc
     """One ledger row per claim of ``module`` judged on ``records`` (:func:`judge_chapter`): the
     verdict on the final round, its effect and interval, the cells, the paper's verdict, the
     verdict on the best round, the scale, the evidence, and what the verdict leaves out
-    (cells not converged, seeds to decide it). ``sections``: claims whose section is not ``section``."""
+    (cells not converged, seeds to decide it); without ``enforce_gate``, where the gate would
+    change the verdict, what it would read (:func:`gated_text`). ``sections``: claims whose section is not ``section``."""
     if not records:
         paper = V.paper_verdicts(module.paper_observations(), module.effects_of, list(module.EFFECT_CELL_KEYS),
                                  module.PAPER_RUNS)
@@ -179,6 +181,7 @@ def judged_rows(chapter: str, module, records, section: str, scale: str, evidenc
                   for claim, verdict in paper.items()}
     else:
         judged = judge_chapter(module, records, enforce_gate)
+    gated = judge_chapter(module, records, True) if records and not enforce_gate else {}
     rows = []
     for claim, verdicts in judged.items():
         final, paper = verdicts["final"], verdicts["paper"]
@@ -188,8 +191,18 @@ def judged_rows(chapter: str, module, records, section: str, scale: str, evidenc
                      "cells": final.cells_text, "paper": paper_text(verdicts["paper"]),
                      "best round": best_round_text(final, verdicts["best"]), "scale": scale,
                      "evidence": evidence_text if final.word != NO_RECORDS else NO_RECORDS,
-                     "note": note_text(final), "section": (sections or {}).get(claim, section)})
+                     "note": "; ".join(filter(None, [note_text(final), gated_text(final, gated.get(claim))])),
+                     "section": (sections or {}).get(claim, section)})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def gated_text(verdict, gated: dict | None) -> str:
+    """"with the still-rising cells left out: untested at this scale" where a verdict judged with
+    every cell counted (at the paper's own round budget) would read otherwise under the
+    convergence gate (``gated``: :func:`judge_chapter`'s entry for the claim), else ""."""
+    if not gated or gated["final"].word == verdict.word:
+        return ""
+    return f"with the still-rising cells left out: {gated['final'].word} {gated['final'].effect_text}".rstrip(" —")
 
 
 def note_text(verdict) -> str:
@@ -252,7 +265,8 @@ def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
     compares as the chapter's reading has them (Selective-FD's threshold for "KnFu > FedMD").
     A chapter whose rows name their claims differently from its grid maps them with
     ``robustness_claim(row_claim) -> grid claim or None`` and says how the grid's reading differs
-    in ``ROBUSTNESS_ROW_PREFIX`` (KnFu: rows on tuned schedules, a grid on the round as first coded)."""
+    in ``ROBUSTNESS_ROW_PREFIX`` (KnFu: rows on tuned schedules, a grid on the round as first coded);
+    where the verdicts have moved onto a rerun at a larger scale, :func:`grid_scale_prefix` says so."""
     from .robustness import claim_table
 
     if not hasattr(module, "ROBUSTNESS"):
@@ -260,9 +274,18 @@ def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
     table = claim_table(module, module.ROBUSTNESS_BASE)
     texts = robustness_texts(table, planned=len(module.ROBUSTNESS))
     grid_claim = getattr(module, "robustness_claim", lambda claim: claim)
-    prefix = getattr(module, "ROBUSTNESS_ROW_PREFIX", "")
+    prefix = getattr(module, "ROBUSTNESS_ROW_PREFIX", "") + grid_scale_prefix(module)
     return rows.assign(robustness=[prefix + texts[name] if name in texts.index else "—"
                                    for name in map(grid_claim, rows.claim)])
+
+
+def grid_scale_prefix(module) -> str:
+    """"grid at the reduced profile's scale, the verdict on the rerun: " where a chapter's verdicts
+    have moved off its reduced profile, from which its robustness grid's base is derived, onto a
+    rerun at a larger scale (``verdict_basis()``: FedGMKD's 50 rounds, FedCKD's paper column), else ""."""
+    if not hasattr(module, "verdict_basis") or module.verdict_basis().params == module.REDUCED_PROFILE:
+        return ""
+    return "grid at the reduced profile's scale, the verdict on the rerun: "
 
 
 def robustness_texts(table: pd.DataFrame, planned: int) -> pd.Series:

@@ -80,12 +80,14 @@ def claim_effects(records) -> pd.DataFrame:
 
 def verdict_basis(root=None) -> VerdictBasis:
     """The paper-scale Fashion-MNIST n = 100 column (:data:`PAPER_FMNIST100`) once every one of its
-    runs is committed, judged without the convergence gate (T = 100 is the paper's); until then the
+    runs is committed or diverged, judged without the convergence gate (T = 100 is the paper's); until then the
     committed reduced-profile records (cells that are still rising do not count). A partial column
     would judge a claim on whichever seeds and settings the sweep reached first (one seed of a few
     methods, with no interval), and take the claims it cannot judge yet off the reduced evidence."""
+    from ...results import every_run_finished
+
     paper = paper_scale_records(root)
-    if len(paper) == len(experiments(PAPER_FMNIST100)):
+    if paper and every_run_finished(experiments(PAPER_FMNIST100), paper, root):
         return VerdictBasis(PAPER_FMNIST100, paper, scale_text(PAPER_FMNIST100), enforce_gate=False)
     return VerdictBasis(REDUCED_PROFILE, reduced_profile_records(root), scale_text(REDUCED_PROFILE), enforce_gate=True)
 
@@ -98,7 +100,10 @@ def verdict_basis_text(root=None) -> str:
     basis = verdict_basis(root)
     rerun = (f"the paper-scale column (Tables I–II's Fashion-MNIST n = 100 cells and Table IV's pair; "
              f"{scale_text(PAPER_FMNIST100)})")
-    return basis_text(basis, rerun, len(paper_scale_records(root)), len(experiments(PAPER_FMNIST100)),
+    from ...results import finished_runs
+
+    planned = experiments(PAPER_FMNIST100)
+    return basis_text(basis, rerun, finished_runs(planned, paper_scale_records(root), root), len(planned),
                       basis.params == PAPER_FMNIST100)
 
 

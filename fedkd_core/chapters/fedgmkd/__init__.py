@@ -30,7 +30,7 @@ from .claims import (ABLATION_CLAIMS, EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUN
 from .grid import (FEDGMKD_OPTIONS, FEDGMKD_ROWS, METHODS, PAPER_METHODS, TABLE3_METHODS, Method, Params, ablation_grid,
                    data_config, experiments, method_params, paper_reading, parse_pairs, run_config, settings_table,
                    shared_setting, table1_grid, table5_grid, used_here)
-from .paper import DATASET_REASON, PAPER_ROUNDS, paper_table1, paper_table3, paper_table5, paper_table6, paper_times
+from .paper import DATASET_REASON, PAPER_MODEL, PAPER_ROUNDS, paper_table1, paper_table3, paper_table5, paper_table6, paper_times
 from .profiles import REDESIGN_PROFILE, REDUCED_PROFILE, RERUNS, ROBUSTNESS_BASE, profiles_shown
 from .redesign import gate_sensitivity, gate_text, late_reading, redesign_records, round_budget_table, window_mean
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, method_key, reduced_profile_records
@@ -43,7 +43,7 @@ from .tables import (accuracy_per_profile, at_default_weights, cost_table, dat_s
 __all__ = [
     "RERUNS",
     "ABLATION_CLAIMS", "DATASET_REASON", "EFFECT_CELL_KEYS", "FEDGMKD_OPTIONS", "FEDGMKD_ROWS", "FIXED_COMPONENTS",
-    "METHODS", "METHOD_COLUMN", "PAPER_METHODS", "PAPER_ROUNDS", "PAPER_RUNS", "REDESIGN_PROFILE", "REDUCED_PROFILE",
+    "METHODS", "METHOD_COLUMN", "PAPER_METHODS", "PAPER_MODEL", "PAPER_ROUNDS", "PAPER_RUNS", "REDESIGN_PROFILE", "REDUCED_PROFILE",
     "redesign_records", "round_budget_table", "gate_sensitivity", "gate_text", "late_reading", "scale_text",
     "verdict_basis", "verdict_basis_text", "window_mean", "ROBUSTNESS", "ROBUSTNESS_BASE",
     "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "TOLERANCES", "Method", "Params", "ablation_grid",

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..ledger import VerdictBasis
 from .grid import PAPER_METHODS, Params
-from .paper import PAPER_ROUNDS, paper_table1, paper_table3, paper_table6
+from .paper import PAPER_MODEL, PAPER_ROUNDS, paper_table1, paper_table3, paper_table6
 from .profiles import REDUCED_PROFILE
 from .records import reduced_profile_records
 from .tables import summary, table1_rows, table3_rows
@@ -90,9 +90,12 @@ def claim_effects(records) -> pd.DataFrame:
 
 
 def scale_text(params: Params) -> str:
-    """A profile's scale in one line: "reduced: 500 images per client, 15 rounds (the paper: 50)"."""
+    """A profile's scale in one line: "reduced: cnn5_code32 (the paper: ResNet-18), 500 images per
+    client, 15 rounds (the paper: 50)"."""
+    model = "ResNet-18" if params.model == PAPER_MODEL else f"{params.model} (the paper: ResNet-18)"
     budget = "the paper's" if params.rounds == PAPER_ROUNDS else f"the paper: {PAPER_ROUNDS}"
-    return f"{params.profile}: {params.samples_per_client:,} images per client, {params.rounds} rounds ({budget})"
+    return (f"{params.profile}: {model}, {params.samples_per_client:,} images per client, {params.rounds} rounds "
+            f"({budget})")
 
 
 def verdict_basis(root=None) -> VerdictBasis:
@@ -127,7 +130,10 @@ def verdict_basis_text(root=None) -> str:
     basis = verdict_basis(root)
     rerun = (f"the rerun at the paper's {REDESIGN_PROFILE.rounds} rounds (`notebooks/params/reduced/redesign/fedgmkd.yaml`; "
              f"{scale_text(REDESIGN_PROFILE)})")
-    return basis_text(basis, rerun, len(redesign_records(root)), len(experiments(REDESIGN_PROFILE)),
+    from ...results import finished_runs
+
+    planned = experiments(REDESIGN_PROFILE)
+    return basis_text(basis, rerun, finished_runs(planned, redesign_records(root), root), len(planned),
                       basis.params == REDESIGN_PROFILE)
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..datafiles import paper_table
 
+PAPER_MODEL = "resnet18_code32"  # §4.4: ResNet-18 with a 32-d code (the paper profile's model)
 PAPER_ROUNDS = 50  # §4.4: "Total of 50 rounds to achieve convergence", the budget of every table
 DATASET_REASON = {"SVHN": "SVHN is not among the offline datasets", "CIFAR-100": "CIFAR-100 is not among the offline datasets"}
 

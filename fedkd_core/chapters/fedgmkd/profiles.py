@@ -31,6 +31,7 @@ def profiles_shown(params: Params) -> dict[str, Params]:
 REDESIGN_PROFILE = profile(Params, "reduced/redesign/fedgmkd.yaml")
 
 
-# The reruns the verdicts move onto once every run is finished (the Claims page shows how far each has got).
+# The reruns the verdicts move onto once every run is finished, and the rows they decide (the Claims
+# page shows how far each has got; the rows' scale says which records they rest on now).
 RERUNS = (Rerun("FedGMKD", REDESIGN_PROFILE, "reduced/redesign/fedgmkd.yaml",
-                "every FedGMKD row judged offline, now at 15 rounds"),)
+                "every FedGMKD row testable offline"),)

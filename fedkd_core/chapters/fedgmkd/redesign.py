@@ -1,9 +1,10 @@
-"""The reduced profile's 50-round redesign while its sweep is under way: what its committed runs
-say about the 15-round reduced profile the chapter's verdicts still read.
+"""The reduced profile's 50-round redesign: what its committed runs say about stopping at round 15,
+and whether counting its cells still rising at round 50 decides anything.
 
 The reduced profile stops at round 15, where the convergence gate finds FedAvg and most methods
 still rising, so its claims are "untested at this scale". :data:`~.profiles.REDESIGN_PROFILE`
-runs the same grid for the paper's 50 rounds. Each of its runs also passes through round 15, so
+runs the same grid for the paper's 50 rounds, and the chapter's verdicts move onto it once every
+run is finished (:func:`~.claims.verdict_basis`). Each of its runs also passes through round 15, so
 one run gives both readings: the chapter's (mean of the last ``last_rounds`` evaluations up to
 round 15) and the paper budget's (up to round 50), and the gate's word on each.
 """
