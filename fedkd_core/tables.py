@@ -108,18 +108,23 @@ def html(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "", settings
         return cell_text(value, digits.get(column, 1) if isinstance(digits, dict) else digits)
 
     head = "".join(f"<th>{header_html(column)}</th>" for column in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{escape(text(column, value))}</td>"
+    body = "".join("<tr>" + "".join(f"<td>{breakable(text(column, value))}</td>"
                                     for column, value in zip(frame.columns, row)) + "</tr>"
                    for row in frame.itertuples(index=False))
     note = f'<p class="fedkd-legend">{legend}</p>' if legend else ""
     return f'<table class="{TABLE_CLASS}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}'
 
 
+def breakable(text: str) -> str:
+    """``text`` escaped, with a break opportunity after each underscore and slash: the book wraps
+    table text at word boundaries only ("FedGMKD", not "FedGMK/D"), so that a snake_case name
+    ("seconds_per_client_round") or a path can still wrap."""
+    return escape(text).replace("_", "_<wbr>").replace("/", "/<wbr>")
+
+
 def header_html(column) -> str:
-    """A column's header, escaped, with a break opportunity after each underscore: the book wraps
-    headers at word boundaries only ("chapter", not "chapt/er"), so that a snake_case name
-    ("seconds_per_client_round") can still wrap."""
-    return escape(str(column)).replace("_", "_<wbr>")
+    """A column's header as :func:`breakable` text."""
+    return breakable(str(column))
 
 
 def show(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "", settings=()) -> None:

@@ -57,7 +57,7 @@ display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committe
 # notebooks/params/RERUN --workers 2` continues one where it stopped.
 
 # %% tags=["hide-input"]
-tables.show(ledger.reruns_table())
+tables.show(ledger.reruns_table(), legend=f"Time left at the pace of the finished runs, on {ledger.rerun_machines()}.")
 
 # %% [markdown]
 # ## Every claim

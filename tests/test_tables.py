@@ -91,5 +91,6 @@ def test_rows_left_by_filtering_show_no_index_column_but_a_named_index_is_kept()
 def test_headers_can_wrap_after_underscores_and_are_escaped():
     """The book wraps headers at word boundaries only, so a snake_case header needs its own
     break opportunities; the text a reader sees is unchanged."""
-    text = tables.html(pd.DataFrame({"seconds_per_client_round": [1.0], "a<b": [2.0]}))
+    text = tables.html(pd.DataFrame({"seconds_per_client_round": [1.0], "a<b": [2.0], "rerun": ["paper/knfu_x.yaml"]}))
     assert "<th>seconds_<wbr>per_<wbr>client_<wbr>round</th>" in text and "<th>a&lt;b</th>" in text
+    assert "<td>paper/<wbr>knfu_<wbr>x.yaml</td>" in text

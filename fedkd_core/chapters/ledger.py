@@ -59,8 +59,8 @@ RERUN_COLUMNS = ["chapter", "rerun", "decides", "runs finished", "one core's tim
 
 def rerun_row(module, rerun: Rerun, root=None) -> dict:
     """How far ``rerun`` has got: its runs finished (records, and diverged runs) of those planned,
-    and one worker's time for the rest at the pace of the finished ones (machines named; "—"
-    before any has finished), or that it is complete."""
+    and one worker's time for the rest at the pace of the finished ones (on the machines
+    :func:`rerun_machines` names; "—" before any has finished), or that it is complete."""
     from ..results import config_hash, stored_divergences, stored_records
     from ..sweep import duration_text, estimated_seconds
 
@@ -69,21 +69,32 @@ def rerun_row(module, rerun: Rerun, root=None) -> dict:
     finished = {record.key for record in records} | {divergence.key for divergence in diverged}
     left = [config.resolved() for config in configs if config_hash(config) not in finished]
     seconds = estimated_seconds(left, records) if left else None
-    machines = ", ".join(sorted({record.environment.get("device_name", "?") for record in records}))
-    pace = (f"{duration_text(seconds)} (at the pace of its runs on {machines})" if seconds
-            else "none: complete, the verdicts rest on it" if not left else "—")
+    pace = duration_text(seconds) if seconds else "none: complete, the verdicts rest on it" if not left else "—"
     count = f"{len(records) + len(diverged)} of {len(configs)}" + (f" ({len(diverged)} diverged)" if diverged else "")
     return {"chapter": rerun.chapter, "rerun": rerun.path, "decides": rerun.decides, "runs finished": count,
             "one core's time left": pace}
 
 
-def reruns_table(root=None) -> pd.DataFrame:
-    """Every chapter's reruns (``RERUNS``) in the book's chapter order, one :func:`rerun_row` each."""
+def chapter_reruns() -> list[tuple]:
+    """(chapter module, :class:`Rerun`) for every rerun a chapter lists, in the book's order."""
     from . import CHAPTERS, chapter_module
 
-    rows = [rerun_row(module, rerun, root)
-            for name in CHAPTERS for module in [chapter_module(name)] for rerun in getattr(module, "RERUNS", ())]
-    return pd.DataFrame(rows, columns=RERUN_COLUMNS)
+    return [(module, rerun) for name in CHAPTERS for module in [chapter_module(name)]
+            for rerun in getattr(module, "RERUNS", ())]
+
+
+def rerun_machines(root=None) -> str:
+    """The machines the reruns' finished runs ran on (their pace is the time left's), one name each."""
+    from ..results import stored_records
+
+    names = {record.environment.get("device_name", "?") for module, rerun in chapter_reruns()
+             for record in stored_records(module.experiments(rerun.params), root)}
+    return ", ".join(sorted(names)) or "none yet"
+
+
+def reruns_table(root=None) -> pd.DataFrame:
+    """Every chapter's reruns (``RERUNS``) in the book's chapter order, one :func:`rerun_row` each."""
+    return pd.DataFrame([rerun_row(module, rerun, root) for module, rerun in chapter_reruns()], columns=RERUN_COLUMNS)
 
 
 def basis_text(basis: VerdictBasis, rerun: str, finished: int, planned: int, moved: bool) -> str:
