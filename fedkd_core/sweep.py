@@ -133,25 +133,56 @@ def run_work(config: dict) -> float:
     return float(config.get("rounds", 1) * config.get("train", {}).get("epochs", 1) * samples)
 
 
-def estimated_seconds(left: list[dict], done: list, here: str | None = None) -> float | None:
+def pace(record) -> float:
+    """A record's seconds per unit of :func:`run_work`."""
+    return record.timings["total_seconds"] / run_work(record.config)
+
+
+def algorithm_paces(records) -> dict[str, float]:
+    """Per algorithm, the mean :func:`pace` of its ``records``."""
+    paces: dict[str, list[float]] = {}
+    for record in records:
+        paces.setdefault(record.config["algorithm"], []).append(pace(record))
+    return {algorithm: fmean(values) for algorithm, values in paces.items()}
+
+
+def calibrated_paces(done: list, reference: list) -> dict[str, float]:
+    """Per algorithm of the ``reference`` records (another profile's runs of the same methods), its
+    pace there times how much slower the ``done`` runs are than the reference on the algorithms
+    both have (mean ratio): pFedMe's pace in a grid that has run only FedAvg so far, from their
+    ratio at a smaller scale. Empty where the two share no algorithm."""
+    ours, theirs = algorithm_paces(done), algorithm_paces(reference)
+    shared = [algorithm for algorithm in ours if algorithm in theirs]
+    if not shared:
+        return {}
+    scale = fmean(ours[algorithm] / theirs[algorithm] for algorithm in shared)
+    return {algorithm: value * scale for algorithm, value in theirs.items()}
+
+
+def estimated_seconds(left: list[dict], done: list, here: str | None = None, reference: list = ()) -> float | None:
     """One worker's seconds for the ``left`` resolved configs at the pace of the ``done`` records:
     per run, its :func:`run_work` times the mean pace (``total_seconds`` per unit of work) of the
     done runs of its :func:`run_kind` made on ``here`` (this machine's ``device_name``; CPUs that
-    share a name can be several times apart), else of its kind on any machine, else of all done
-    runs. None without done records (nothing to go by)."""
+    share a name can be several times apart), else of its kind on any machine, else its
+    algorithm's pace in the ``reference`` records scaled to the done runs
+    (:func:`calibrated_paces`), else of all done runs. None without done records (nothing to go by)."""
     if not done:
         return None
+    calibrated = calibrated_paces(done, reference) if reference else {}
     local: dict[tuple, list[float]] = {}
     anywhere: dict[tuple, list[float]] = {}
     overall: list[float] = []
     for record in done:
-        pace = record.timings["total_seconds"] / run_work(record.config)
-        overall.append(pace)
-        anywhere.setdefault(run_kind(record.config), []).append(pace)
+        overall.append(pace(record))
+        anywhere.setdefault(run_kind(record.config), []).append(pace(record))
         if here is not None and record.environment.get("device_name") == here:
-            local.setdefault(run_kind(record.config), []).append(pace)
-    return sum(run_work(config) * fmean(local.get(run_kind(config)) or anywhere.get(run_kind(config), overall))
-               for config in left)
+            local.setdefault(run_kind(record.config), []).append(pace(record))
+
+    def pace_of(config: dict) -> float:
+        like = local.get(run_kind(config)) or anywhere.get(run_kind(config))
+        return fmean(like) if like else calibrated.get(config["algorithm"], fmean(overall))
+
+    return sum(run_work(config) * pace_of(config) for config in left)
 
 
 def this_machine() -> str:

@@ -180,6 +180,28 @@ def test_the_dry_run_estimates_what_is_left_from_the_pace_of_like_runs():
     assert sweep.estimated_seconds([config("fedavg", 10)], mixed) == (100.0 + 120.0 + 40.0) / 3
 
 
+def test_a_kind_not_run_yet_goes_by_its_algorithms_pace_in_a_reference_profile_scaled_to_this_grid():
+    """A grid that has run FedAvg only, twice as slow per unit of work as the reference profile's
+    FedAvg: pFedMe, 5x FedAvg in the reference, is estimated at 5 x 2 x FedAvg's reference pace, not
+    at FedAvg's (the mean of the runs done), which would make it look 5x cheaper."""
+    from types import SimpleNamespace
+
+    def config(algorithm, clients):
+        return {"algorithm": algorithm, "model": "cnn", "rounds": 1, "data": {"dataset": "fmnist", "num_clients": clients,
+                                                                             "samples_per_client": 100}}
+
+    def record(algorithm, clients, seconds):
+        return SimpleNamespace(config=config(algorithm, clients), timings={"total_seconds": seconds}, environment={})
+
+    done = [record("fedavg", 100, 2 * 100 * 100.0)]  # pace 2 per unit of work
+    reference = [record("fedavg", 20, 20 * 100.0), record("pfedme", 20, 5 * 20 * 100.0)]  # paces 1 and 5
+    assert sweep.calibrated_paces(done, reference) == {"fedavg": 2.0, "pfedme": 10.0}
+    assert sweep.estimated_seconds([config("pfedme", 100)], done, reference=reference) == 10.0 * 100 * 100
+    assert sweep.estimated_seconds([config("pfedme", 100)], done) == 2.0 * 100 * 100  # no reference: the mean
+    assert sweep.estimated_seconds([config("moon", 100)], done, reference=reference) == 2.0 * 100 * 100
+    assert sweep.calibrated_paces(done, [record("moon", 20, 1.0)]) == {}  # nothing shared: nothing to scale by
+
+
 def test_the_dry_run_scales_a_kinds_pace_by_each_runs_rounds_epochs_and_samples():
     from types import SimpleNamespace
 

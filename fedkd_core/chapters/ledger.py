@@ -45,13 +45,16 @@ class VerdictBasis:
 class Rerun:
     """A sweep that reruns a chapter's evidence at a larger scale: the chapter as the Claims page
     names it, its grid's profile (``params``), its yaml under ``notebooks/params/`` (``path``), and
-    the rows that move onto it once every one of its runs is finished (``decides``). A chapter
-    lists its own in ``RERUNS``."""
+    the rows that move onto it once every one of its runs is finished (``decides``), and the
+    profile whose committed runs of the same methods pace the kinds it has not run yet
+    (``pace_reference``: :func:`fedkd_core.sweep.calibrated_paces`). A chapter lists its own in
+    ``RERUNS``."""
 
     chapter: str
     params: object
     path: str
     decides: str
+    pace_reference: object = None  # a profile whose committed runs of the same methods pace kinds not run yet
 
 
 RERUN_COLUMNS = ["chapter", "rerun", "decides", "runs finished", "one core's time left"]
@@ -68,7 +71,8 @@ def rerun_row(module, rerun: Rerun, root=None) -> dict:
     records, diverged = stored_records(configs, root), stored_divergences(configs, root)
     finished = {record.key for record in records} | {divergence.key for divergence in diverged}
     left = [config.resolved() for config in configs if config_hash(config) not in finished]
-    seconds = estimated_seconds(left, records) if left else None
+    reference = stored_records(module.experiments(rerun.pace_reference), root) if rerun.pace_reference else []
+    seconds = estimated_seconds(left, records, reference=reference) if left else None
     pace = duration_text(seconds) if seconds else "none: complete, the verdicts rest on it" if not left else "—"
     count = f"{len(records) + len(diverged)} of {len(configs)}" + (f" ({len(diverged)} diverged)" if diverged else "")
     return {"chapter": rerun.chapter, "rerun": rerun.path, "decides": rerun.decides, "runs finished": count,

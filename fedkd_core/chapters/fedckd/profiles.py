@@ -31,4 +31,4 @@ ROBUSTNESS_BASE = profile(Params, "robustness/fedckd.yaml")
 # The reruns the verdicts move onto once every run is finished, and the rows they decide (the Claims
 # page shows how far each has got; the rows' scale says which records they rest on now).
 RERUNS = (Rerun("FedCKD", PAPER_FMNIST100, "paper/fedckd_fmnist100.yaml",
-                "every FedCKD row"),)
+                "every FedCKD row", pace_reference=REDUCED_PROFILE),)

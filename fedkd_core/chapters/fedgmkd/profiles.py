@@ -34,4 +34,4 @@ REDESIGN_PROFILE = profile(Params, "reduced/redesign/fedgmkd.yaml")
 # The reruns the verdicts move onto once every run is finished, and the rows they decide (the Claims
 # page shows how far each has got; the rows' scale says which records they rest on now).
 RERUNS = (Rerun("FedGMKD", REDESIGN_PROFILE, "reduced/redesign/fedgmkd.yaml",
-                "every FedGMKD row testable offline"),)
+                "every FedGMKD row testable offline", pace_reference=REDUCED_PROFILE),)

@@ -38,4 +38,4 @@ TUNED_CIFAR_PROFILE = profile(Params, "paper/knfu_tuned_cifar10.yaml")
 # The reruns the verdicts move onto once every run is finished, and the rows they decide (the Claims
 # page shows how far each has got; the rows' scale says which records they rest on now).
 RERUNS = (Rerun("KnFu", TUNED_CIFAR_PROFILE, "paper/knfu_tuned_cifar10.yaml",
-                "KnFu's CIFAR-10 rows (Table 2)"),)
+                "KnFu's CIFAR-10 rows (Table 2)", pace_reference=PAPER_PROFILE),)
