@@ -195,11 +195,24 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{max(1, round(seconds / 60))} min"
 
 
-def pace_line(split: dict) -> str:
-    """The dry run's estimate of what is left, naming the machine the done records ran on."""
+def pace_reference(chapter: str, params, root=None) -> list:
+    """The committed records that pace the methods a chapter's rerun with ``params`` has not run yet:
+    its ``pace_reference`` profile's (``ledger.Rerun`` in the chapter's ``RERUNS``), else none."""
+    from .chapters import chapter_module
+    from .results import stored_records
+
+    module = chapter_module(chapter)
+    profiles = [rerun.pace_reference for rerun in getattr(module, "RERUNS", ())
+                if rerun.params == params and rerun.pace_reference is not None]
+    return stored_records(module.experiments(profiles[0]), root) if profiles else []
+
+
+def pace_line(split: dict, reference: list = ()) -> str:
+    """The dry run's estimate of what is left, naming the machine the done records ran on; methods
+    not run yet go by their pace in the ``reference`` records (:func:`calibrated_paces`)."""
     done = split["done_records"]
     here = this_machine()
-    seconds = estimated_seconds([config.resolved() for config in split["left"]], done, here)
+    seconds = estimated_seconds([config.resolved() for config in split["left"]], done, here, reference)
     if seconds is None or not split["left"]:
         return ""
     machines = sorted({f"{r.environment.get('device_name', '?')} {r.environment.get('precision', '')}".strip()
@@ -492,7 +505,7 @@ def main(argv: list[str] | None = None) -> None:
     if split["unreadable"]:
         raise unreadable_exit(split["unreadable"])
     if args.dry_run:
-        if line := pace_line(split):
+        if line := pace_line(split, [] if args.robustness else pace_reference(args.chapter, params)):
             print(line)
         if line := resume_line(split["left"] + split["claimed"], params.profile):
             print(line)

@@ -332,3 +332,15 @@ def test_a_committed_reduced_yaml_runs_its_whole_grid_and_a_copy_elsewhere_is_re
     copy.write_text(committed.read_text().replace("model: cnn5", "model: resnet8"))
     with pytest.raises(ValueError, match="profile custom"):
         load_grid("fedua", copy)
+
+
+def test_the_dry_run_of_a_rerun_paces_its_methods_not_run_yet_by_the_chapters_reference_profile():
+    from fedkd_core.chapters import fedckd
+
+    committed = Path(__file__).resolve().parents[1] / "results"
+    reference = sweep.pace_reference("fedckd", fedckd.PAPER_FMNIST100, committed)
+    assert len(reference) == len(fedckd.experiments(fedckd.REDUCED_PROFILE))  # every run committed
+    assert {record.profile for record in reference} == {"reduced"}
+    assert {record.config["algorithm"] for record in reference} >= {"fedavg", "pfedme"}
+    assert sweep.pace_reference("fedckd", fedckd.REDUCED_PROFILE, committed) == []  # not a rerun
+    assert sweep.pace_reference("setting", None, committed) == []  # a chapter without reruns
