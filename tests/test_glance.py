@@ -29,3 +29,14 @@ def test_the_scale_column_is_short_and_a_line_below_says_what_each_scale_is():
     assert all(":" not in scale for scale in page.scale)
     fake = table.head(2).assign(chapter=["A", "B"], scale=["paper: 20 clients", "reduced: 10 rounds"])
     assert glance.scales_text(fake) == "**Scales.** A: paper: 20 clients; B: reduced: 10 rounds."
+
+
+def test_a_verdict_the_gate_would_read_otherwise_is_flagged_on_the_landing_page():
+    """At the paper's own round budget a still-rising cell counts; where leaving such cells out
+    changes the verdict, the landing page says so beside it, not only the Claims page's note."""
+    row = ledger.untestable("X", "A > B", "", "x.html#v").assign(
+        verdict="holds", note="2 of 4 cells still rising at the last round, counted: b; "
+                              "with the still-rising cells left out: untested at this scale")
+    verdict = glance.glance_table(row)["our verdict"].iloc[0]
+    assert verdict == "**holds** ⚑ with the still-rising cells left out: untested at this scale"
+    assert glance.glance_table(row.assign(note="2 seeds"))["our verdict"].iloc[0] == "**holds**"

@@ -211,13 +211,22 @@ def judged_rows(chapter: str, module, records, section: str, scale: str, evidenc
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+# How a note says what the convergence gate would make of a verdict judged with every cell counted.
+GATED_PREFIX = "with the still-rising cells left out: "
+
+
+def gated_verdict(note: str) -> str:
+    """The gated verdict a row's note gives (:func:`gated_text`: "untested at this scale"), else ""."""
+    return str(note).split(GATED_PREFIX, 1)[1].split(";")[0].strip() if GATED_PREFIX in str(note) else ""
+
+
 def gated_text(verdict, gated: dict | None) -> str:
     """"with the still-rising cells left out: untested at this scale" where a verdict judged with
     every cell counted (at the paper's own round budget) would read otherwise under the
     convergence gate (``gated``: :func:`judge_chapter`'s entry for the claim), else ""."""
     if not gated or gated["final"].word == verdict.word:
         return ""
-    return f"with the still-rising cells left out: {gated['final'].word} {gated['final'].effect_text}".rstrip(" —")
+    return f"{GATED_PREFIX}{gated['final'].word} {gated['final'].effect_text}".rstrip(" —")
 
 
 def note_text(verdict) -> str:
