@@ -284,12 +284,15 @@ tables.show(pd.DataFrame(differences, columns=["item", "paper", "released code",
 # FedGMKD's §4.4 gives each baseline one or two settings; the rest come from the baselines'
 # official code (the notes' §3 gives the source of each). Every method shares the model,
 # optimiser and data of its profile. One column per profile: the profile this page was executed
-# with, and the reduced profile, whose committed records the results tables below show (the two
-# coincide when this page is the reduced profile).
+# with, the reduced profile, whose committed records the results tables below show, and the
+# profile the verdicts rest on (one column where they coincide).
 
 # %% tags=["hide-input"]
+from fedkd_core.chapters.datafiles import profile_columns  # noqa: E402
+
 shown_profiles = chapter.profiles_shown(params)
-tables.show(chapter.settings_table(shown_profiles))
+tables.show(chapter.settings_table(profile_columns([(params, "this page"), (chapter.REDUCED_PROFILE, "the committed records"),
+                                                   (chapter.verdict_basis().params, "the verdicts")])))
 
 # %% [markdown]
 # ## The split
