@@ -326,3 +326,12 @@ def test_the_robustness_text_says_when_the_verdict_has_moved_off_the_grids_scale
     assert ledger.grid_scale_prefix(chapter(reduced)) == ""
     assert ledger.grid_scale_prefix(chapter(rerun)) == "grid at the reduced profile's scale, the verdict on the rerun: "
     assert ledger.grid_scale_prefix(SimpleNamespace(REDUCED_PROFILE=reduced)) == ""
+
+
+def test_the_verdicts_per_chapter_are_one_row_per_verdict_and_one_column_per_chapter_in_book_order():
+    table = pd.DataFrame({"chapter": ["KnFu", "KnFu", "FedUA", "FedGMKD"], "claim": list("abcd"),
+                          "verdict": ["holds", "inconclusive", "holds", "untested at this scale"]})
+    counts = ledger.verdict_counts(table)
+    assert list(counts.columns) == ["KnFu", "FedUA", "FedGMKD"]
+    assert list(counts.index) == ["holds", "inconclusive", "untested at this scale"]
+    assert counts.loc["holds"].tolist() == [1, 1, 0] and int(counts.to_numpy().sum()) == 4

@@ -334,9 +334,12 @@ def experiments(params: Params) -> list:
 
 
 def verdict_counts(table: pd.DataFrame) -> pd.DataFrame:
-    """How many claims of each chapter got each verdict."""
-    return table.pivot_table(index="chapter", columns="verdict", values="claim", aggfunc="count", fill_value=0,
-                             sort=False)
+    """How many claims of each chapter got each verdict: one row per verdict word (in the order the
+    ledger first gives it), one column per chapter (in the book's order), so that the table's many
+    verdict words are row labels that wrap at word boundaries and its headers are single names."""
+    counts = table.pivot_table(index="verdict", columns="chapter", values="claim", aggfunc="count", fill_value=0,
+                               sort=False)
+    return counts.reindex(index=list(dict.fromkeys(table.verdict)), columns=list(dict.fromkeys(table.chapter)))
 
 
 CLAIMS_COLUMNS = ["chapter", "claim", "verdict", "effect (points) [95% interval]", "cells", "the paper's tables"]
