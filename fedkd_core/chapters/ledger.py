@@ -33,12 +33,30 @@ COLUMNS = ["chapter", "claim", "verdict", "versus paper", "effect", "cells", "pa
 class VerdictBasis:
     """The records a chapter's verdicts rest on: which reference profile (``params``), its
     committed ``records``, the scale as the verdict box states it, and whether the convergence gate
-    applies (``enforce_gate``: off only for runs at the paper's own scale and round budget)."""
+    applies (``enforce_gate``: off only for runs at the paper's own scale and round budget); where a
+    rerun at a larger scale is under way, how many of its runs are finished of those planned."""
 
     params: object
     records: list
     scale: str
     enforce_gate: bool
+    rerun_finished: int = 0
+    rerun_planned: int = 0
+
+
+def rerun_or(fallback: VerdictBasis, rerun: VerdictBasis, configs, root=None) -> VerdictBasis:
+    """``rerun`` once every run of its grid ``configs`` is finished (its records committed, or
+    diverged: :func:`fedkd_core.results.finished_runs`), else ``fallback``, never a partial rerun
+    (it would judge each claim on whichever seeds and cells the sweep reached first); either with
+    the rerun's progress."""
+    from dataclasses import replace
+
+    from ..results import finished_runs
+
+    configs = list(configs)
+    finished = finished_runs(configs, rerun.records, root)
+    chosen = rerun if rerun.records and finished == len(configs) else fallback
+    return replace(chosen, rerun_finished=finished, rerun_planned=len(configs))
 
 
 @dataclass(frozen=True)
@@ -101,12 +119,12 @@ def reruns_table(root=None) -> pd.DataFrame:
     return pd.DataFrame([rerun_row(module, rerun, root) for module, rerun in chapter_reruns()], columns=RERUN_COLUMNS)
 
 
-def basis_text(basis: VerdictBasis, rerun: str, finished: int, planned: int, moved: bool) -> str:
-    """What a chapter's verdicts rest on, counted from the committed records: how many of the
-    ``planned`` runs of the ``rerun`` they move to are ``finished`` (committed or diverged), whether
-    they have ``moved``, and the profile (with its scale and runs) that the verdicts are judged on now."""
+def basis_text(basis: VerdictBasis, rerun: str, moved: bool) -> str:
+    """What a chapter's verdicts rest on (a :func:`rerun_or` basis): how many of the runs of the
+    ``rerun`` they move to are finished (committed or diverged), whether they have ``moved``, and
+    the profile (with its scale and runs) that the verdicts are judged on now."""
     complete = "the verdicts have moved to it" if moved else "the verdicts move to it once all of them are"
-    return (f"**{finished} of the {planned} runs** of {rerun} are finished (committed, or diverged), and {complete}. The verdicts below "
+    return (f"**{basis.rerun_finished} of the {basis.rerun_planned} runs** of {rerun} are finished (committed, or diverged), and {complete}. The verdicts below "
             f"rest on the **{basis.params.profile}** profile's {len(basis.records)} committed records ({basis.scale}).")
 
 

@@ -84,27 +84,22 @@ def verdict_basis(root=None) -> VerdictBasis:
     committed reduced-profile records (cells that are still rising do not count). A partial column
     would judge a claim on whichever seeds and settings the sweep reached first (one seed of a few
     methods, with no interval), and take the claims it cannot judge yet off the reduced evidence."""
-    from ...results import every_run_finished
+    from ..ledger import rerun_or
 
-    paper = paper_scale_records(root)
-    if paper and every_run_finished(experiments(PAPER_FMNIST100), paper, root):
-        return VerdictBasis(PAPER_FMNIST100, paper, scale_text(PAPER_FMNIST100), enforce_gate=False)
-    return VerdictBasis(REDUCED_PROFILE, reduced_profile_records(root), scale_text(REDUCED_PROFILE), enforce_gate=True)
+    return rerun_or(VerdictBasis(REDUCED_PROFILE, reduced_profile_records(root), scale_text(REDUCED_PROFILE), True),
+                    VerdictBasis(PAPER_FMNIST100, paper_scale_records(root), scale_text(PAPER_FMNIST100), False),
+                    experiments(PAPER_FMNIST100), root)
 
 
 def verdict_basis_text(root=None) -> str:
     """What the verdicts rest on now (:func:`~fedkd_core.chapters.ledger.basis_text`): how many of
-    the paper-scale column's runs are committed, and the profile the verdicts are judged on."""
+    the paper-scale column's runs are finished, and the profile the verdicts are judged on."""
     from ..ledger import basis_text
 
     basis = verdict_basis(root)
     rerun = (f"the paper-scale column (Tables I–II's Fashion-MNIST n = 100 cells and Table IV's pair; "
              f"{scale_text(PAPER_FMNIST100)})")
-    from ...results import finished_runs
-
-    planned = experiments(PAPER_FMNIST100)
-    return basis_text(basis, rerun, finished_runs(planned, paper_scale_records(root), root), len(planned),
-                      basis.params == PAPER_FMNIST100)
+    return basis_text(basis, rerun, basis.params == PAPER_FMNIST100)
 
 
 def ledger_rows(root=None) -> pd.DataFrame:

@@ -108,33 +108,26 @@ def verdict_basis(root=None) -> VerdictBasis:
     :func:`~.redesign.gate_sensitivity` shows the verdicts with them left out. Round 15 is our
     cut, so there the gate decides. A partial rerun would judge each claim on whichever seeds and
     cells the sweep reached first."""
-    from ...results import every_run_finished
+    from ..ledger import rerun_or
     from .grid import experiments
     from .profiles import REDESIGN_PROFILE
     from .redesign import redesign_records
 
-    rerun, planned = redesign_records(root), experiments(REDESIGN_PROFILE)
-    if rerun and every_run_finished(planned, rerun, root):
-        return VerdictBasis(REDESIGN_PROFILE, rerun, scale_text(REDESIGN_PROFILE), enforce_gate=False)
-    return VerdictBasis(REDUCED_PROFILE, reduced_profile_records(root), scale_text(REDUCED_PROFILE), enforce_gate=True)
+    return rerun_or(VerdictBasis(REDUCED_PROFILE, reduced_profile_records(root), scale_text(REDUCED_PROFILE), True),
+                    VerdictBasis(REDESIGN_PROFILE, redesign_records(root), scale_text(REDESIGN_PROFILE), False),
+                    experiments(REDESIGN_PROFILE), root)
 
 
 def verdict_basis_text(root=None) -> str:
     """What the verdicts rest on now (:func:`~fedkd_core.chapters.ledger.basis_text`): how many of
-    the 50-round rerun's runs are committed, and the profile the verdicts are judged on."""
+    the 50-round rerun's runs are finished, and the profile the verdicts are judged on."""
     from ..ledger import basis_text
-    from .grid import experiments
     from .profiles import REDESIGN_PROFILE
-    from .redesign import redesign_records
 
     basis = verdict_basis(root)
     rerun = (f"the rerun at the paper's {REDESIGN_PROFILE.rounds} rounds (`notebooks/params/reduced/redesign/fedgmkd.yaml`; "
              f"{scale_text(REDESIGN_PROFILE)})")
-    from ...results import finished_runs
-
-    planned = experiments(REDESIGN_PROFILE)
-    return basis_text(basis, rerun, finished_runs(planned, redesign_records(root), root), len(planned),
-                      basis.params == REDESIGN_PROFILE)
+    return basis_text(basis, rerun, basis.params == REDESIGN_PROFILE)
 
 
 def ledger_rows(root=None) -> pd.DataFrame:
@@ -143,16 +136,14 @@ def ledger_rows(root=None) -> pd.DataFrame:
     listed as not testable offline."""
     from ..ledger import evidence, judged_rows, untestable
 
-    from .grid import experiments
     from .profiles import REDESIGN_PROFILE
-    from .redesign import redesign_records
 
     basis = verdict_basis(root)
     scale = basis.scale
     if basis.params != REDESIGN_PROFILE:
         scale += (f"; its rerun at the paper's {REDESIGN_PROFILE.rounds} rounds (reduced/redesign/fedgmkd.yaml) has "
-                  f"{len(redesign_records(root))} of {len(experiments(REDESIGN_PROFILE))} runs committed, and the "
-                  "verdicts move to it once all are")
+                  f"{basis.rerun_finished} of {basis.rerun_planned} runs committed, and the verdicts move to it once "
+                  "all are")
     rows = judged_rows("FedGMKD", sys.modules[__package__], basis.records, "fedgmkd.html#verdict", scale,
                        evidence(basis.records), enforce_gate=basis.enforce_gate)
     reasons = [("FedGMKD best on SVHN and CIFAR-100 (Table 1)", "SVHN and CIFAR-100 are not among the offline datasets"),
