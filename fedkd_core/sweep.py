@@ -195,16 +195,17 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{max(1, round(seconds / 60))} min"
 
 
-def pace_reference(chapter: str, params, root=None) -> list:
-    """The committed records that pace the methods a chapter's rerun with ``params`` has not run yet:
-    its ``pace_reference`` profile's (``ledger.Rerun`` in the chapter's ``RERUNS``), else none."""
+def pace_reference(chapter: str, params, root=None, robustness: bool = False) -> list:
+    """The committed records that pace the methods a chapter's rerun with ``params`` (a robustness
+    grid's where ``robustness``) has not run yet: its ``pace_reference`` profile's (``ledger.Rerun``
+    in the chapter's ``RERUNS``), else none."""
     from .chapters import chapter_module
     from .results import stored_records
 
     module = chapter_module(chapter)
-    profiles = [rerun.pace_reference for rerun in getattr(module, "RERUNS", ())
-                if rerun.params == params and rerun.pace_reference is not None]
-    return stored_records(module.experiments(profiles[0]), root) if profiles else []
+    reruns = [rerun for rerun in getattr(module, "RERUNS", ())
+              if rerun.params == params and rerun.robustness == robustness and rerun.pace_reference is not None]
+    return stored_records(reruns[0].configs(module, reruns[0].pace_reference), root) if reruns else []
 
 
 def pace_line(split: dict, reference: list = ()) -> str:
@@ -505,7 +506,7 @@ def main(argv: list[str] | None = None) -> None:
     if split["unreadable"]:
         raise unreadable_exit(split["unreadable"])
     if args.dry_run:
-        if line := pace_line(split, [] if args.robustness else pace_reference(args.chapter, params)):
+        if line := pace_line(split, pace_reference(args.chapter, params, robustness=args.robustness)):
             print(line)
         if line := resume_line(split["left"] + split["claimed"], params.profile):
             print(line)

@@ -178,6 +178,7 @@ class Verdict:
     note: str = ""
     seeds_needed: int | None = None
     gate_reason: str = ""  # why the gate left cells out, its first rule first (:func:`gate_reasons`)
+    counted: str = ""  # with the gate off: why it would have left cells out that were counted
 
     @property
     def effect_text(self) -> str:
@@ -234,7 +235,7 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     if claim not in effects or not effects[claim].notna().any():
         return Verdict(claim, NO_RECORDS)
     cells = cell_table(effects, cell_keys, claim)
-    notes, gate_reason = [], ""
+    notes, gate_reason, counted = [], "", ""
     if gate_table is not None and len(cells):
         passed = passes_gate(gate_table, cells, cell_keys)
         failed = cells[[not p for p in passed]]
@@ -247,8 +248,8 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
                 if not len(cells):
                     return Verdict(claim, UNTESTED, note=notes[0], gate_reason=gate_reason)
             else:
-                notes.append(f"{len(failed)} of {len(cells)} cells still rising at the last round, counted: "
-                             f"{'; '.join(reasons)}")
+                counted = "; ".join(reasons)
+                notes.append(f"{len(failed)} of {len(cells)} cells still rising at the last round, counted: {counted}")
     single = int((cells.seeds < 2).sum())
     if single:
         notes.append(f"{single} cell{'s' if single > 1 else ''} with one seed left out of the interval")
@@ -261,7 +262,7 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     seeds = f"{cells.seeds.min()}" if cells.seeds.min() == cells.seeds.max() else f"{cells.seeds.min()}-{cells.seeds.max()}"
     needed = seeds_to_decide(cells.sd) if word == INCONCLUSIVE else None
     return Verdict(claim, word, interval, len(cells), int((cells.outcome == HOLDS).sum()), reversed_cells, seeds,
-                   "; ".join(notes), needed, gate_reason)
+                   "; ".join(notes), needed, gate_reason, counted)
 
 
 def gate_reasons(failed_rows) -> list[str]:

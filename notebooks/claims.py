@@ -53,8 +53,10 @@ display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committe
 # once every run of it is committed (or diverged), never onto the seeds it reached first; until
 # then they rest on the smaller profile, and its rows say so. How far each rerun has got, counted
 # from the committed records, and one core's compute left at the pace of its finished runs (divide
-# by the workers that share a machine's cores). `python -m fedkd_core.sweep CHAPTER --params
-# notebooks/params/RERUN --workers 2` continues one where it stopped.
+# by the workers that share a machine's cores; a run two reruns share is timed in the first). A
+# robustness grid (a `robustness/` path) follows its chapter's verdicts: it counts once they have
+# moved and all its runs are finished. `python -m fedkd_core.sweep CHAPTER --params
+# notebooks/params/RERUN --workers 2` (with `--robustness` for a grid) continues one where it stopped.
 
 # %% tags=["hide-input"]
 tables.show(ledger.reruns_table(), legend=f"Time left at the pace of the finished runs, on {ledger.rerun_machines()}.")
@@ -195,7 +197,7 @@ display(Markdown(
 # |---|---|
 # | **Sources** | `fedkd_core.chapters.<chapter>.ledger_rows()`, gathered by `fedkd_core.chapters.ledger.ledger()`; the statistics in `fedkd_core.verdicts` |
 # | **Records** | `results/paper/`, `results/reduced/` and `results/robustness/`, as committed by the sweeps (`python -m fedkd_core.sweep <chapter> --params notebooks/params/<profile>/<chapter>.yaml`) |
-# | **Robustness** | for the claims a chapter reruns over the choices its paper leaves open (`ROBUSTNESS` in the chapter's module: optimiser, learning rate, rounds, thresholds, ...), the verdict under each of those variants. All four chapters define a grid (`notebooks/params/robustness/<chapter>.yaml`, run with `python -m fedkd_core.sweep <chapter> --params … --robustness`, one variant at a time with `--variant NAME`); a variant counts once all its runs are committed, and only for the claims it bears on (one that changes none of the methods a claim compares, such as Selective-FD's threshold for "KnFu > FedMD", leaves that claim as read) |
+# | **Robustness** | for the claims a chapter reruns over the choices its paper leaves open (`ROBUSTNESS` in the chapter's module: optimiser, learning rate, rounds, thresholds, ...), the verdict under each of those variants. All four chapters define a grid (`notebooks/params/robustness/<chapter>.yaml`; FedGMKD's moves to `robustness/redesign/fedgmkd.yaml` at 50 rounds with its verdicts, once complete; run with `python -m fedkd_core.sweep <chapter> --params … --robustness`, one variant at a time with `--variant NAME`); a variant counts once all its runs are committed, and only for the claims it bears on (one that changes none of the methods a claim compares, such as Selective-FD's threshold for "KnFu > FedMD", leaves that claim as read) |
 
 # %% tags=["remove-input"]
 parameters = report.parameters_table(params)

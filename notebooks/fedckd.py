@@ -399,7 +399,7 @@ cells_shown = ledger.show_cell_verdicts(chapter, basis.records, basis.enforce_ga
 from fedkd_core.chapters import robustness  # noqa: E402
 
 robustness_table = robustness.show(chapter, "fedckd")
-if ledger.grid_scale_prefix(chapter):  # the verdicts have moved onto a rerun at a larger scale
+if ledger.grid_apart(chapter):  # the verdicts have moved onto a rerun at a larger scale, the grid not yet
     display(Markdown("**The grid and the verdict read different runs**: the grid's verdicts above are on runs at the "
                      "reduced profile's scale, the verdict box's on the rerun, until the grid is rerun at the "
                      "verdict's scale."))

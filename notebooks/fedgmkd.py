@@ -549,13 +549,17 @@ if ratios is not None:
 # `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants
 # appear as their runs are committed
 # (`python -m fedkd_core.sweep fedgmkd --params notebooks/params/robustness/fedgmkd.yaml --robustness
-# --workers 2`); the [Claims page](claims.ipynb) gathers all four chapters.
+# --workers 2`); the [Claims page](claims.ipynb) gathers all four chapters. Once the verdicts rest on
+# the 50-round rerun, the same grid at 50 rounds (`notebooks/params/robustness/redesign/fedgmkd.yaml`:
+# its chapter's-reading runs are the rerun's, so only FedGMKD reruns per variant) takes the 15-round
+# grid's place here and on the Claims page when all its runs are finished, judged as the verdicts
+# are, still-rising cells counted.
 
 # %% tags=["hide-input"]
 from fedkd_core.chapters import robustness  # noqa: E402
 
 robustness_table = robustness.show(chapter, "fedgmkd")
-if ledger.grid_scale_prefix(chapter):  # the verdicts have moved onto a rerun at a larger scale
+if ledger.grid_apart(chapter):  # the verdicts have moved onto a rerun at a larger scale, the grid not yet
     display(Markdown("**The grid and the verdict read different runs**: the grid's verdicts above are on runs at the "
                      "reduced profile's scale, the verdict box's on the rerun, until the grid is rerun at the "
                      "verdict's scale."))

@@ -224,15 +224,15 @@ def test_a_chapter_maps_its_rows_onto_its_grids_claims_and_says_how_the_grid_rea
 
     table = pd.DataFrame({"variant": ["reading", "sgd"], "claim": ["KnFu > FedMD"] * 2, "verdict": ["holds"] * 2,
                           "holds in": [3, 3], "of cells": [3, 3], "complete": [True, True]})
-    monkeypatch.setattr(rb, "claim_table", lambda module, base: table)
+    monkeypatch.setattr(rb, "claim_table", lambda module, base, enforce_gate=True: table)
     module = SimpleNamespace(ROBUSTNESS=[1, 2], ROBUSTNESS_BASE=None, robustness_claim=knfu.robustness_claim,
-                             ROBUSTNESS_ROW_PREFIX=knfu.ROBUSTNESS_ROW_PREFIX)
+                             ROBUSTNESS_ROW_PREFIX=knfu.ROBUSTNESS_ROW_PREFIX, __name__="chapters.knfu")
     rows = pd.DataFrame({"claim": ["KnFu > FedMD" + knfu.TUNED_SUFFIX, "KnFu > FedMD" + knfu.AS_CODED_SUFFIX,
                                    knfu.ORIGINAL_CLAIM + knfu.ORIGINAL_SUFFIX]})
     texts = ledger.robustness_column(module, rows).robustness.tolist()
     assert texts == [knfu.ROBUSTNESS_ROW_PREFIX + "holds in 2 of 2 variants that bear on it (2 of 2 variants run)",
                      "—", "—"]
-    plain = SimpleNamespace(ROBUSTNESS=[1, 2], ROBUSTNESS_BASE=None)  # a chapter whose rows are its grid's claims
+    plain = SimpleNamespace(ROBUSTNESS=[1, 2], ROBUSTNESS_BASE=None, __name__="chapters.plain")  # rows are the grid's claims
     assert ledger.robustness_column(plain, pd.DataFrame({"claim": ["KnFu > FedMD", "other"]})).robustness.tolist() == [
         "holds in 2 of 2 variants that bear on it (2 of 2 variants run)", "—"]
 
@@ -317,15 +317,60 @@ def test_the_robustness_text_says_when_the_verdict_has_moved_off_the_grids_scale
     the 15-round reduced profile) must not read as the robustness of that verdict."""
     from types import SimpleNamespace
 
-    reduced, rerun = SimpleNamespace(rounds=15), SimpleNamespace(rounds=50)
+    from fedkd_core.chapters.robustness import Grid
 
-    def chapter(verdict_params):
+    reduced, rerun = SimpleNamespace(rounds=15), SimpleNamespace(rounds=50)
+    fifteen, fifty = Grid(reduced, "robustness/toy.yaml"), Grid(rerun, "robustness/redesign/toy.yaml", False, rerun=True)
+
+    def chapter(verdict_params, grid=fifteen):
         basis = ledger.VerdictBasis(verdict_params, [], "", True)
-        return SimpleNamespace(verdict_basis=lambda: basis, REDUCED_PROFILE=reduced)
+        return SimpleNamespace(verdict_basis=lambda: basis, REDUCED_PROFILE=reduced, robustness_grid=lambda root=None: grid)
 
     assert ledger.grid_scale_prefix(chapter(reduced)) == ""
     assert ledger.grid_scale_prefix(chapter(rerun)) == "grid at the reduced profile's scale, the verdict on the rerun: "
+    assert ledger.grid_apart(chapter(rerun)) and not ledger.grid_apart(chapter(reduced))
     assert ledger.grid_scale_prefix(SimpleNamespace(REDUCED_PROFILE=reduced)) == ""
+    # the grid rerun at the verdict's scale: no longer apart, and judged with its still-rising cells counted
+    assert not ledger.grid_apart(chapter(rerun, fifty))
+    assert ledger.grid_scale_prefix(chapter(rerun, fifty)) == "grid rerun at the verdict's scale, still-rising cells counted: "
+
+
+def test_a_rerun_shared_with_an_earlier_one_is_timed_only_for_the_runs_it_adds(tmp_path):
+    """A rerun shares two of its three runs with an earlier one of its chapter (a robustness grid
+    whose reading is the first rerun's runs), one of them finished: its time left counts only the
+    run it adds, "after the rerun above"; with every unfinished run shared, it adds none."""
+    from types import SimpleNamespace
+
+    from fedkd_core import results
+    from fedkd_core.chapters import fedgmkd
+
+    configs = [fedgmkd.run_config(fedgmkd.Params(methods="fedavg"), "fedavg", 10, seed) for seed in range(4)]
+    done = configs[0]
+    results.save_record(results.RunRecord(config=done.resolved(), key=results.config_hash(done), history=[{"round": 1, "alma": 0.5}],
+                                          client_accuracies=[], timings={"total_seconds": 600.0},
+                                          environment={"device_name": "A CPU"}, profile="reduced"), tmp_path)
+    module = SimpleNamespace(experiments=lambda params: [configs[0], configs[1], configs[3]])  # shares 0 and 1
+    second = ledger.Rerun("Toy", params="second", path="robustness/toy.yaml", decides="its robustness")
+    earlier = frozenset(results.config_hash(c) for c in configs[:3])
+    assert ledger.rerun_row(module, second, tmp_path)["one core's time left"] == "20 min"  # alone: two runs left
+    row = ledger.rerun_row(module, second, tmp_path, earlier)
+    assert row["runs finished"] == "1 of 3" and row["one core's time left"] == "10 min after the rerun above"
+    module.experiments = lambda params: configs[:3]
+    assert ledger.rerun_row(module, second, tmp_path, earlier)["one core's time left"] == "none after the rerun above"
+
+
+def test_a_robustness_reruns_runs_are_every_variants():
+    """FedGMKD's 50-round grid plans the nine methods' runs of its reading (the 50-round rerun's
+    own configs) and FedGMKD once more per other variant; its reading adds nothing to the rerun."""
+    from fedkd_core.chapters import fedgmkd
+    from fedkd_core.results import config_hash
+
+    grid = next(rerun for rerun in fedgmkd.RERUNS if rerun.robustness)
+    configs = grid.configs(fedgmkd)
+    reading = fedgmkd.experiments(fedgmkd.ROBUSTNESS_RERUN)
+    assert len(configs) == len(reading) + (len(fedgmkd.ROBUSTNESS) - 1) * 3 * 3
+    assert {config_hash(c) for c in reading} <= {config_hash(c) for c in fedgmkd.experiments(fedgmkd.REDESIGN_PROFILE)}
+    assert all(c.rounds == 50 for c in configs)
 
 
 def test_the_verdicts_per_chapter_are_one_row_per_verdict_and_one_column_per_chapter_in_book_order():

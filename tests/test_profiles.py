@@ -21,6 +21,7 @@ CONSTANTS = [(fedckd, "REDUCED_PROFILE", "reduced/fedckd.yaml"), (fedckd, "ROBUS
              (fedckd, "PAPER_FMNIST100", "paper/fedckd_fmnist100.yaml"),
              (fedgmkd, "REDUCED_PROFILE", "reduced/fedgmkd.yaml"), (fedgmkd, "ROBUSTNESS_BASE", "robustness/fedgmkd.yaml"),
              (fedgmkd, "REDESIGN_PROFILE", "reduced/redesign/fedgmkd.yaml"),
+             (fedgmkd, "ROBUSTNESS_RERUN", "robustness/redesign/fedgmkd.yaml"),
              (fedua, "REDUCED_PROFILE", "reduced/fedua.yaml"), (fedua, "ROBUSTNESS_BASE", "robustness/fedua.yaml"),
              (knfu, "PAPER_PROFILE", "paper/knfu.yaml"), (knfu, "ROBUSTNESS_BASE", "robustness/knfu.yaml"),
              (knfu, "FEDMD_ORIGINAL_PROFILE", "paper/knfu_fedmd_original.yaml"),
@@ -40,7 +41,8 @@ def test_a_profile_constant_is_the_checkouts_yaml(chapter, constant, path):
 
 # Every run of these profiles is committed (a record, or a divergence); FedCKD's paper-scale
 # column is still under way, so it is found in part, and FedGMKD's redesigned reduced profile
-# (reduced/redesign/fedgmkd.yaml) joins this list once its sweep is complete.
+# (reduced/redesign/fedgmkd.yaml) joins this list once its sweep is complete, and its 50-round
+# robustness grid (robustness/redesign/fedgmkd.yaml) after it.
 COMMITTED = [(fedckd, "REDUCED_PROFILE"), (fedckd, "ROBUSTNESS_BASE"), (fedgmkd, "REDUCED_PROFILE"),
              (fedgmkd, "ROBUSTNESS_BASE"), (fedua, "REDUCED_PROFILE"), (fedua, "ROBUSTNESS_BASE"),
              (knfu, "PAPER_PROFILE"), (knfu, "ROBUSTNESS_BASE"), (knfu, "TUNING_PROFILE"), (knfu, "TUNED_PROFILE"),

@@ -479,6 +479,51 @@ def test_a_variant_summary_carries_the_gates_reason():
     assert rb.summarise_effects(effects, ["alpha"]).iloc[0].reason == ""
 
 
+def test_a_grid_at_the_papers_round_budget_counts_its_still_rising_cells_and_says_so():
+    """With the gate off (a grid at the paper's own T), a cell still rising is counted, not left
+    out, and the variant's row names it; the reader table reads "holds; counted while still rising"."""
+    from fedkd_core import verdicts as V
+
+    observations = pd.DataFrame({"alpha": [0.1] * 6, "method": ["A", "B"] * 3, "final": [0.6, 0.5] * 3,
+                                 "evaluations": [50] * 6, "late_gain": [3.0, 0.0] * 3})
+    effects = pd.DataFrame({"alpha": [0.1] * 3, "seed": [0, 1, 2], "A > B": [0.10, 0.11, 0.12]})
+    gates = {"A > B": V.gate(observations, ["alpha"])}
+    gated = rb.summarise_effects(effects, ["alpha"], gates=gates).iloc[0]
+    assert gated.verdict == V.UNTESTED and gated["of cells"] == 0 and gated.reason == "A in 1 cell still rising"
+    counted = rb.summarise_effects(effects, ["alpha"], gates=gates, enforce_gate=False).iloc[0]
+    assert counted.verdict == "holds" and counted["of cells"] == 1
+    assert counted.reason == rb.COUNTED_PREFIX + "A in 1 cell still rising"
+    row = pd.DataFrame([{**counted.to_dict(), "variant": "base", "runs": 6, "diverged": 0, "complete": True, "machines": 1}])
+    assert rb.reader_table(row).verdict.tolist() == ["holds; counted while still rising: A in 1 cell still rising"]
+
+
+def test_fedgmkds_robustness_moves_to_50_rounds_only_after_its_verdicts_and_once_its_grid_is_finished(monkeypatch):
+    """The 15-round grid under the gate until the verdicts rest on the 50-round rerun and every run
+    of the 50-round grid is finished; then that grid, judged as the verdicts are (gate off)."""
+    from fedkd_core import results
+    from fedkd_core.chapters.fedgmkd import claims
+    from fedkd_core.chapters.ledger import VerdictBasis
+
+    planned = rb.experiments(fedgmkd, fedgmkd.ROBUSTNESS_RERUN)
+    on = {"verdicts": fedgmkd.REDUCED_PROFILE, "finished": len(planned)}
+    monkeypatch.setattr(claims, "verdict_basis", lambda root=None: VerdictBasis(on["verdicts"], [], "", True))
+    monkeypatch.setattr(results, "stored_records", lambda configs, root=None: ["record"] * on["finished"])
+    monkeypatch.setattr(results, "stored_divergences", lambda configs, root=None: [])
+    assert fedgmkd.robustness_grid() == rb.Grid(fedgmkd.ROBUSTNESS_BASE, "robustness/fedgmkd.yaml")  # verdicts at 15
+    on["verdicts"] = fedgmkd.REDESIGN_PROFILE
+    on["finished"] = len(planned) - 1
+    assert fedgmkd.robustness_grid().base == fedgmkd.ROBUSTNESS_BASE  # one run short
+    on["finished"] = len(planned)
+    grid = fedgmkd.robustness_grid()
+    assert (grid.base, grid.path, grid.enforce_gate, grid.rerun) == (fedgmkd.ROBUSTNESS_RERUN,
+                                                                     "robustness/redesign/fedgmkd.yaml", False, True)
+    assert rb.grid_of(fedgmkd) == grid and rb.grid_of(knfu).path == "robustness/knfu.yaml"
+
+
+def test_fedgmkds_50_round_grid_is_the_15_round_one_at_the_papers_rounds():
+    assert fedgmkd.ROBUSTNESS_RERUN == replace(fedgmkd.ROBUSTNESS_BASE, rounds=fedgmkd.PAPER_ROUNDS)
+
+
 def test_a_variant_that_leaves_an_untested_claim_as_the_reading_has_it_does_not_bear_on_it(monkeypatch):
     """An untested claim has no effect (NaN): a variant with the same runs as the reading must still
     count as leaving it unchanged, though NaN is not equal to NaN."""
@@ -495,7 +540,7 @@ def test_a_variant_that_leaves_an_untested_claim_as_the_reading_has_it_does_not_
 
     module = SimpleNamespace(ROBUSTNESS=(rb.Variant("ours"), rb.Variant("same runs"), rb.Variant("lr", {"lr": 0.2})),
                              experiments=lambda params: ["run"])
-    monkeypatch.setattr(rb, "summarise_variant", lambda module, records: records[0].summary)
+    monkeypatch.setattr(rb, "summarise_variant", lambda module, records, enforce_gate=True: records[0].summary)
     records = {name: [SimpleNamespace(summary=summary(spread), environment={})]
                for name, spread in (("ours", 0.4), ("same runs", 0.4), ("lr", 0.7))}
     table = rb.claim_table(module, Base(), records=records, divergences={})

@@ -63,35 +63,51 @@ def rerun_or(fallback: VerdictBasis, rerun: VerdictBasis, configs, root=None) ->
 class Rerun:
     """A sweep that reruns a chapter's evidence at a larger scale: the chapter as the Claims page
     names it, its grid's profile (``params``), its yaml under ``notebooks/params/`` (``path``), and
-    the rows that move onto it once every one of its runs is finished (``decides``), and the
+    the rows that move onto it once every one of its runs is finished (``decides``), the
     profile whose committed runs of the same methods pace the kinds it has not run yet
-    (``pace_reference``: :func:`fedkd_core.sweep.calibrated_paces`). A chapter lists its own in
-    ``RERUNS``."""
+    (``pace_reference``: :func:`fedkd_core.sweep.calibrated_paces`), and whether it is a robustness
+    grid (``robustness``: its runs are every variant's, :func:`~.robustness.experiments`). A chapter
+    lists its own in ``RERUNS``."""
 
     chapter: str
     params: object
     path: str
     decides: str
     pace_reference: object = None  # a profile whose committed runs of the same methods pace kinds not run yet
+    robustness: bool = False
+
+    def configs(self, module, params=None) -> list:
+        """The runs of the rerun's grid (of ``params``, default its own): the chapter's
+        ``experiments``, or every robustness variant's for a robustness grid."""
+        from .robustness import experiments as variant_runs
+
+        params = self.params if params is None else params
+        return variant_runs(module, params) if self.robustness else module.experiments(params)
 
 
 RERUN_COLUMNS = ["chapter", "rerun", "decides", "runs finished", "one core's time left"]
 
 
-def rerun_row(module, rerun: Rerun, root=None) -> dict:
+def rerun_row(module, rerun: Rerun, root=None, earlier: frozenset = frozenset()) -> dict:
     """How far ``rerun`` has got: its runs finished (records, and diverged runs) of those planned,
     and one worker's time for the rest at the pace of the finished ones (on the machines
-    :func:`rerun_machines` names; "—" before any has finished), or that it is complete."""
+    :func:`rerun_machines` names; "—" before any has finished), or that it is complete. Runs it
+    shares with an earlier rerun of the chapter (their keys: ``earlier``) count there, not here:
+    its time is then what it adds "after" that one."""
     from ..results import config_hash, stored_divergences, stored_records
     from ..sweep import duration_text, estimated_seconds
 
-    configs = module.experiments(rerun.params)
+    configs = rerun.configs(module)
     records, diverged = stored_records(configs, root), stored_divergences(configs, root)
     finished = {record.key for record in records} | {divergence.key for divergence in diverged}
-    left = [config.resolved() for config in configs if config_hash(config) not in finished]
-    reference = stored_records(module.experiments(rerun.pace_reference), root) if rerun.pace_reference else []
+    unfinished = [config for config in configs if config_hash(config) not in finished]
+    left = [config.resolved() for config in unfinished if config_hash(config) not in earlier]
+    reference = stored_records(rerun.configs(module, rerun.pace_reference), root) if rerun.pace_reference else []
     seconds = estimated_seconds(left, records, reference=reference) if left else None
-    pace = duration_text(seconds) if seconds else "none: complete, the verdicts rest on it" if not left else "—"
+    shared = len(left) < len(unfinished)
+    pace = (duration_text(seconds) + (" after the rerun above" if shared else "") if seconds
+            else "none: complete, the verdicts rest on it" if not unfinished
+            else "none after the rerun above" if not left else "—")
     count = f"{len(records) + len(diverged)} of {len(configs)}" + (f" ({len(diverged)} diverged)" if diverged else "")
     return {"chapter": rerun.chapter, "rerun": rerun.path, "decides": rerun.decides, "runs finished": count,
             "one core's time left": pace}
@@ -110,13 +126,21 @@ def rerun_machines(root=None) -> str:
     from ..results import stored_records
 
     names = {record.environment.get("device_name", "?") for module, rerun in chapter_reruns()
-             for record in stored_records(module.experiments(rerun.params), root)}
+             for record in stored_records(rerun.configs(module), root)}
     return ", ".join(sorted(names)) or "none yet"
 
 
 def reruns_table(root=None) -> pd.DataFrame:
-    """Every chapter's reruns (``RERUNS``) in the book's chapter order, one :func:`rerun_row` each."""
-    return pd.DataFrame([rerun_row(module, rerun, root) for module, rerun in chapter_reruns()], columns=RERUN_COLUMNS)
+    """Every chapter's reruns (``RERUNS``) in the book's chapter order, one :func:`rerun_row` each; a
+    run two reruns of a chapter share is timed in the first."""
+    from ..results import config_hash
+
+    rows, earlier = [], {}
+    for module, rerun in chapter_reruns():
+        keys = earlier.setdefault(rerun.chapter, set())
+        rows.append(rerun_row(module, rerun, root, frozenset(keys)))
+        keys.update(config_hash(config) for config in rerun.configs(module))
+    return pd.DataFrame(rows, columns=RERUN_COLUMNS)
 
 
 def basis_text(basis: VerdictBasis, rerun: str, moved: bool) -> str:
@@ -308,26 +332,50 @@ def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
     A chapter whose rows name their claims differently from its grid maps them with
     ``robustness_claim(row_claim) -> grid claim or None`` and says how the grid's reading differs
     in ``ROBUSTNESS_ROW_PREFIX`` (KnFu: rows on tuned schedules, a grid on the round as first coded);
-    where the verdicts have moved onto a rerun at a larger scale, :func:`grid_scale_prefix` says so."""
-    from .robustness import claim_table
+    where the verdicts have moved onto a rerun at a larger scale, :func:`grid_scale_prefix` says
+    at which scale the grid is read."""
+    from .robustness import claim_table, grid_of
 
     if not hasattr(module, "ROBUSTNESS"):
         return rows.assign(robustness="—")
-    table = claim_table(module, module.ROBUSTNESS_BASE)
+    grid = grid_of(module)
+    table = claim_table(module, grid.base, enforce_gate=grid.enforce_gate)
     texts = robustness_texts(table, planned=len(module.ROBUSTNESS))
     grid_claim = getattr(module, "robustness_claim", lambda claim: claim)
-    prefix = getattr(module, "ROBUSTNESS_ROW_PREFIX", "") + grid_scale_prefix(module)
+    prefix = getattr(module, "ROBUSTNESS_ROW_PREFIX", "") + grid_scale_prefix(module, grid)
     return rows.assign(robustness=[prefix + texts[name] if name in texts.index else "—"
                                    for name in map(grid_claim, rows.claim)])
 
 
-def grid_scale_prefix(module) -> str:
-    """"grid at the reduced profile's scale, the verdict on the rerun: " where a chapter's verdicts
-    have moved off its reduced profile, from which its robustness grid's base is derived, onto a
-    rerun at a larger scale (``verdict_basis()``: FedGMKD's 50 rounds, FedCKD's paper column), else ""."""
+# How the Claims page's robustness text starts where the grid is not read at the verdicts' scale, and
+# where it is read on a rerun at the paper's round budget with the still-rising cells counted.
+GRID_APART_PREFIX = "grid at the reduced profile's scale, the verdict on the rerun: "
+GRID_RERUN_PREFIX = "grid rerun at the verdict's scale, still-rising cells counted: "
+
+
+def grid_apart(module, grid=None) -> bool:
+    """Whether a chapter's verdicts have moved off its reduced profile onto a rerun at a larger scale
+    (``verdict_basis()``: FedGMKD's 50 rounds, FedCKD's paper column) while its robustness grid
+    (``grid``, :func:`~.robustness.grid_of`'s) is still the one derived from the reduced profile."""
+    from .robustness import grid_of
+
     if not hasattr(module, "verdict_basis") or module.verdict_basis().params == module.REDUCED_PROFILE:
+        return False
+    return not (grid or grid_of(module)).rerun
+
+
+def grid_scale_prefix(module, grid=None) -> str:
+    """:data:`GRID_APART_PREFIX` where the verdicts and the robustness grid read runs at different
+    scales (:func:`grid_apart`), :data:`GRID_RERUN_PREFIX` where the grid is rerun at the verdicts'
+    scale and judged as they are, every cell counted; else ""."""
+    from .robustness import grid_of
+
+    if not hasattr(module, "verdict_basis"):  # verdicts that never move: the grid is at their scale
         return ""
-    return "grid at the reduced profile's scale, the verdict on the rerun: "
+    grid = grid or grid_of(module)
+    if grid_apart(module, grid):
+        return GRID_APART_PREFIX
+    return GRID_RERUN_PREFIX if grid.rerun and not grid.enforce_gate else ""
 
 
 def robustness_texts(table: pd.DataFrame, planned: int) -> pd.Series:

@@ -10,7 +10,9 @@ A chapter that takes part defines, as data:
   seed), one column per claim holding the claim's effect (e.g. KnFu's ALMA minus FedMD's), positive
   where the claim is true (:mod:`fedkd_core.chapters.ledger`);
   ``ROBUSTNESS_BASE_NOTE``, a sentence shown with the grid, when the base is not at the scale of
-  the chapter's verdicts (FedUA's, on its first reduced design; KnFu's, on the as-coded schedules).
+  the chapter's verdicts (FedUA's, on its first reduced design; KnFu's, on the as-coded schedules);
+* optionally ``robustness_grid(root) -> Grid``, where the grid moves with the verdicts onto a rerun
+  at a larger scale (FedGMKD's 50 rounds): :func:`grid_of` reads it, else ``ROBUSTNESS_BASE``.
 
 The grid of all variants runs through the resumable sweep
 (``python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness``,
@@ -40,6 +42,35 @@ class Variant:
     name: str
     overrides: dict = field(default_factory=dict)
     why: str = ""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The grid a chapter's robustness is read on: the ``base`` its variants change, its yaml under
+    ``notebooks/params/`` (``path``), whether the convergence gate applies (``enforce_gate``: off
+    only on a grid at the paper's own round budget, as the verdicts there), whether it is a rerun of
+    the grid at the scale the verdicts have moved to (``rerun``), and a sentence the chapter shows
+    with it (``note``)."""
+
+    base: object
+    path: str
+    enforce_gate: bool = True
+    rerun: bool = False
+    note: str = ""
+
+
+def grid_of(module: ModuleType, root=None) -> Grid:
+    """The grid a chapter's robustness is read on now: its ``robustness_grid(root)`` where it has
+    one (FedGMKD's moves to 50 rounds with its verdicts), else ``ROBUSTNESS_BASE`` from
+    ``robustness/<chapter>.yaml`` under the convergence gate."""
+    if hasattr(module, "robustness_grid"):
+        return module.robustness_grid(root)
+    return Grid(module.ROBUSTNESS_BASE, f"robustness/{module.__name__.rsplit('.', 1)[-1]}.yaml")
+
+
+# How a robustness verdict judged with the gate off (at the paper's round budget) names the cells it
+# counted while they were still rising.
+COUNTED_PREFIX = "counted while still rising: "
 
 
 def variant_params(base, variant: Variant):
@@ -137,7 +168,8 @@ def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], widen: float 
     95% interval, widened by ``widen`` points on each side where the runs come from machines that
     drift apart), the cells where it holds and where it is reversed, and the spread over seeds
     (std of the per-seed mean over cells, in points), and why the convergence gate left cells out
-    ("reason": :attr:`fedkd_core.verdicts.Verdict.gate_reason`). ``gates`` (per claim, from
+    ("reason": :attr:`fedkd_core.verdicts.Verdict.gate_reason`; with the gate off, the cells it
+    would have left out, after :data:`COUNTED_PREFIX`). ``gates`` (per claim, from
     :func:`fedkd_core.verdicts.claim_gates`) and ``enforce_gate``: the convergence gate, as
     :func:`fedkd_core.verdicts.judge` takes it."""
     from ..verdicts import POINTS, claims_in, judge
@@ -153,7 +185,7 @@ def summarise_effects(effects: pd.DataFrame, cell_keys: list[str], widen: float 
                      "low": verdict.interval.low, "high": verdict.interval.high, "holds in": verdict.holding,
                      "reversed": verdict.reversed, "of cells": verdict.cells,
                      "seed spread": float(per_seed.std(ddof=0) * POINTS), "seeds": int(values.seed.nunique()),
-                     "reason": verdict.gate_reason})
+                     "reason": verdict.gate_reason or (COUNTED_PREFIX + verdict.counted if verdict.counted else "")})
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
 
 
@@ -161,10 +193,10 @@ EFFECT_COLUMNS = ["claim", "verdict", "effect", "low", "high", "holds in", "reve
                   "reason"]
 
 
-def summarise_variant(module: ModuleType, records: list) -> pd.DataFrame:
+def summarise_variant(module: ModuleType, records: list, enforce_gate: bool = True) -> pd.DataFrame:
     """:func:`summarise_effects` of one variant's records (no records: no claims), its intervals
     widened by the drift between machines (:data:`fedkd_core.verdicts.MACHINE_DRIFT`) where the
-    records come from more than one."""
+    records come from more than one; ``enforce_gate``: the grid's (:class:`Grid`)."""
     from ..verdicts import claim_gates, effect_drift
 
     if not records:
@@ -173,7 +205,7 @@ def summarise_variant(module: ModuleType, records: list) -> pd.DataFrame:
     keys = list(module.EFFECT_CELL_KEYS)
     widen = effect_drift() if len(machines_of(records)) > 1 else 0.0
     return summarise_effects(module.effects_of(observed, "final"), keys, widen,
-                             claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN))
+                             claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN), enforce_gate)
 
 
 def unjudged_rows(claims: list[str]) -> pd.DataFrame:
@@ -203,7 +235,7 @@ def records_by_variant(module: ModuleType, base, root=None) -> dict[str, list]:
 
 
 def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | None = None,
-                divergences: dict[str, list] | None = None) -> pd.DataFrame:
+                divergences: dict[str, list] | None = None, enforce_gate: bool = True) -> pd.DataFrame:
     """Per variant and claim: holds in / of cells, effect, seed spread, the variant's runs with a
     record and those that diverged, whether its grid is complete (every run recorded or diverged),
     and how many machines made its records. Variants without runs are left out, and so is a
@@ -213,7 +245,7 @@ def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | 
     ``of cells``); a claim with nothing left has a row with no cells (``of cells`` 0, no effect):
     the variant could not judge it.
     ``records``, ``divergences``: :func:`records_by_variant` and :func:`divergences_by_variant`,
-    when the caller has read them already."""
+    when the caller has read them already; ``enforce_gate``: the grid's (:class:`Grid`)."""
     by_variant = records if records is not None else records_by_variant(module, base, root)
     diverged = divergences if divergences is not None else divergences_by_variant(module, base, root)
     frames, claims = [], []
@@ -221,7 +253,7 @@ def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | 
         records, failed = by_variant[variant.name], len(diverged.get(variant.name, []))
         if not records and not failed:
             continue
-        summary = summarise_variant(module, records)
+        summary = summarise_variant(module, records, enforce_gate)
         claims += [claim for claim in summary.claim if claim not in claims]
         if failed:  # claims its divergences left without a cell: a row with no cells, so it shows
             summary = pd.concat([summary, unjudged_rows([c for c in claims if c not in set(summary.claim)])],
@@ -416,8 +448,10 @@ def reader_table(table: pd.DataFrame) -> pd.DataFrame:
 
         if not row.reason:
             return row.verdict
-        # a judged claim's reason names the cells the gate left out, not why it holds
-        return f"{row.verdict} ({row.reason})" if row.verdict == UNTESTED else f"{row.verdict}; left out: {row.reason}"
+        # a judged claim's reason names the cells the gate left out (or, gate off, counted), not why it holds
+        if row.verdict == UNTESTED:
+            return f"{row.verdict} ({row.reason})"
+        return f"{row.verdict}; {row.reason}" if row.reason.startswith(COUNTED_PREFIX) else f"{row.verdict}; left out: {row.reason}"
 
     def runs(row) -> str:
         notes = ([f"{row.diverged} diverged"] if row.diverged else []) + ([] if row.complete else ["incomplete"])
@@ -470,13 +504,15 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     from .. import plots, tables
     from ..verdicts import MACHINE_DRIFT, effect_drift
 
+    grid = grid_of(module, root)
     base_note = getattr(module, "ROBUSTNESS_BASE_NOTE", "")  # where the base is not the chapter's own profile
-    display(Markdown(f"**{name}**: {len(module.ROBUSTNESS)} variants around `notebooks/params/robustness/{name}.yaml`"
-                     + (f". {base_note}" if base_note else "")))
+    notes = [note for note in (grid.note, base_note) if note]
+    display(Markdown(f"**{name}**: {len(module.ROBUSTNESS)} variants around `notebooks/params/{grid.path}`"
+                     + "".join(f". {note}" for note in notes)))
     tables.show(variants_frame(module))
-    records = records_by_variant(module, module.ROBUSTNESS_BASE, root)
-    divergences = divergences_by_variant(module, module.ROBUSTNESS_BASE, root)
-    table = claim_table(module, module.ROBUSTNESS_BASE, root, records, divergences)
+    records = records_by_variant(module, grid.base, root)
+    divergences = divergences_by_variant(module, grid.base, root)
+    table = claim_table(module, grid.base, root, records, divergences, grid.enforce_gate)
     if not len(table):
         display(Markdown("No variant has runs yet."))
         return table

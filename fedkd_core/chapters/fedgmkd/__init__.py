@@ -31,10 +31,10 @@ from .grid import (FEDGMKD_OPTIONS, FEDGMKD_ROWS, METHODS, PAPER_METHODS, TABLE3
                    data_config, experiments, method_params, paper_reading, parse_pairs, run_config, settings_table,
                    shared_setting, table1_grid, table5_grid, used_here)
 from .paper import DATASET_REASON, PAPER_MODEL, PAPER_ROUNDS, paper_table1, paper_table3, paper_table5, paper_table6, paper_times
-from .profiles import REDESIGN_PROFILE, REDUCED_PROFILE, RERUNS, ROBUSTNESS_BASE, profiles_shown
+from .profiles import REDESIGN_PROFILE, REDUCED_PROFILE, RERUNS, ROBUSTNESS_BASE, ROBUSTNESS_RERUN, profiles_shown
 from .redesign import gate_sensitivity, gate_text, late_reading, redesign_records, round_budget_table, window_mean
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, method_key, reduced_profile_records
-from .robustness import ROBUSTNESS
+from .robustness import ROBUSTNESS, robustness_grid
 from .tables import (accuracy_per_profile, at_default_weights, cost_table, dat_shift_table, fedgmkd_cost, first_places,
                      first_places_text, gains_over, gains_text, history_frame, last_rounds_mean, long_accuracies,
                      ranking_summary, summary, table1_rows, table3_rows, table5_cells, table5_rows, time_ratios,
@@ -45,7 +45,7 @@ __all__ = [
     "ABLATION_CLAIMS", "DATASET_REASON", "EFFECT_CELL_KEYS", "FEDGMKD_OPTIONS", "FEDGMKD_ROWS", "FIXED_COMPONENTS",
     "METHODS", "METHOD_COLUMN", "PAPER_METHODS", "PAPER_MODEL", "PAPER_ROUNDS", "PAPER_RUNS", "REDESIGN_PROFILE", "REDUCED_PROFILE",
     "redesign_records", "round_budget_table", "gate_sensitivity", "gate_text", "late_reading", "scale_text",
-    "verdict_basis", "verdict_basis_text", "window_mean", "ROBUSTNESS", "ROBUSTNESS_BASE",
+    "verdict_basis", "verdict_basis_text", "window_mean", "ROBUSTNESS", "ROBUSTNESS_BASE", "ROBUSTNESS_RERUN", "robustness_grid",
     "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "TOLERANCES", "Method", "Params", "ablation_grid",
     "accuracy_per_profile", "at_default_weights", "cell_of", "claim_effects", "cost_table", "data_config",
     "effects_of", "experiments", "experiments_to_run", "fedgmkd_cost", "first_places", "first_places_text",

@@ -31,7 +31,17 @@ def profiles_shown(params: Params) -> dict[str, Params]:
 REDESIGN_PROFILE = profile(Params, "reduced/redesign/fedgmkd.yaml")
 
 
-# The reruns the verdicts move onto once every run is finished, and the rows they decide (the Claims
-# page shows how far each has got; the rows' scale says which records they rest on now).
+# The robustness grid at the 50-round rerun's scale: ROBUSTNESS_BASE with the paper's T = 50. Its
+# chapter's-reading runs are the rerun's; the robustness column moves onto it once the verdicts have
+# moved and every one of its runs is finished (robustness.robustness_grid).
+ROBUSTNESS_RERUN = profile(Params, "robustness/redesign/fedgmkd.yaml")
+
+
+# The reruns the verdicts (and the robustness column) move onto once every run is finished, and the
+# rows they decide (the Claims page shows how far each has got; the rows' scale says which records
+# they rest on now).
 RERUNS = (Rerun("FedGMKD", REDESIGN_PROFILE, "reduced/redesign/fedgmkd.yaml",
-                "every FedGMKD row testable offline", pace_reference=REDUCED_PROFILE),)
+                "every FedGMKD row testable offline", pace_reference=REDUCED_PROFILE),
+          Rerun("FedGMKD", ROBUSTNESS_RERUN, "robustness/redesign/fedgmkd.yaml",
+                "the robustness column of those rows", pace_reference=ROBUSTNESS_BASE,
+                robustness=True))
