@@ -442,11 +442,11 @@ def test_the_robustness_text_gives_the_gates_reason_once_and_divergence_only_whe
     assert rb.claim_texts(rows, planned=5)["W"] == (
         "holds in 1 of 5 variants that bear on it; untested at this scale under 4 variants (the gate left every "
         "cell out, for 1 reason: the chapter's robustness table gives it) (5 of 5 variants run)")
-    # a variant whose reason was not recorded is not a second reason
+    # a variant whose reason was not recorded is not a second reason, and the one given is "recorded"
     unrecorded = rows.assign(reason=["", "", *["b in 1 cell still rising"] * 3])
     assert rb.claim_texts(unrecorded, planned=5)["W"] == (
         "holds in 1 of 5 variants that bear on it; untested at this scale under 4 variants (the gate left every "
-        "cell out, for 1 reason: the chapter's robustness table gives it) (5 of 5 variants run)")
+        "cell out, for 1 recorded reason: the chapter's robustness table gives it) (5 of 5 variants run)")
     silent = rows.assign(reason="")
     assert rb.claim_texts(silent, planned=5)["W"].startswith(
         "holds in 1 of 5 variants that bear on it; untested at this scale under 4 variants (the gate left every "

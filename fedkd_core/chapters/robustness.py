@@ -359,7 +359,8 @@ def untested_text(rows: pd.DataFrame) -> str:
     given = [reason for reason, _ in groups if reason]  # a variant without a recorded reason is no reason
     if len(given) > MAX_REASONS_NAMED or named > MAX_VARIANTS_NAMED:  # a wall of text in one table cell
         count = f"all {len(rows)}" if len(untested) == len(rows) > 1 else f"{len(untested)}"
-        why = (f"for {len(given)} reason{'s' if len(given) > 1 else ''}: the chapter's robustness table gives "
+        recorded = "recorded " if len(given) < len(groups) else ""  # some variants' reasons were not recorded
+        why = (f"for {len(given)} {recorded}reason{'s' if len(given) > 1 else ''}: the chapter's robustness table gives "
                f"{'each' if len(given) > 1 else 'it'}" if given else "the chapter's robustness table says why")
         return f"{UNTESTED} under {count} variant{'s' if len(untested) > 1 else ''} (the gate left every cell out, {why})"
     return f"{UNTESTED} " + "; ".join(f"under {_variants_named(names, len(rows))}{': ' + reason if reason else ''}"
