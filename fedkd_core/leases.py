@@ -16,6 +16,13 @@ Hosts judge the age of a claim by its modification time against their own clock,
 that share a results folder need clocks that agree to well within that (NTP). A stale claim is
 taken over by renaming it aside (a rename succeeds for one worker only) and checking that what
 was renamed is still the claim judged stale, then claiming afresh.
+
+A run's key is its config's hash, whatever profile a sweep files it under, and two profiles may
+share runs (FedGMKD's 50-round robustness grid, profile ``robustness``, shares its reading's runs
+with the 50-round rerun, profile ``reduced``). So a worker that wins its own profile's claim also
+yields to a live claim of the same key under another profile (:func:`yields_to_another`: the
+earlier claim keeps the run), and takes over the checkpoint another profile's stale worker left
+(:func:`adopt_state`).
 """
 
 from __future__ import annotations
@@ -183,3 +190,41 @@ def claims_in(results_root: Path, profile: str) -> dict[str, Path]:
     """Key -> claim file of every claim of ``profile``."""
     folder = results_root / ".claims" / profile
     return {p.stem: p for p in folder.glob("*.claim")} if folder.exists() else {}
+
+
+def live_claims_of(results_root: Path, key: str) -> list[Path]:
+    """The claim files of ``key`` under every profile whose worker is alive (not :func:`is_stale`)."""
+    return [path for path in sorted((results_root / ".claims").glob(f"*/{key}.claim")) if not is_stale(path)]
+
+
+def yields_to_another(results_root: Path, profile: str, key: str) -> bool:
+    """Whether this process, holding ``profile``'s claim of ``key``, must give the run up to a live
+    claim of the same key under another profile: the claim started first keeps it (the profile's
+    name breaks a tie), so of two sweeps that claim it at once exactly one runs it."""
+    def order(path: Path) -> tuple:
+        try:
+            return float(json.loads(path.read_text()).get("started", 0.0)), path.parent.name
+        except (FileNotFoundError, ValueError):
+            return float("inf"), path.parent.name  # released, or being written: not ahead of ours
+
+    ours = claim_path(results_root, profile, key)
+    others = [path for path in live_claims_of(results_root, key) if path.parent.name != profile]
+    return any(order(path) < order(ours) for path in others)
+
+
+def adopt_state(results_root: Path, profile: str, key: str) -> bool:
+    """Move the checkpoint that a worker of another profile left for ``key`` (it stopped, its claim
+    is gone or stale) beside this profile's claim, so that the run resumes from it instead of
+    round 1; the same config is the same run whatever its profile. True if one was moved."""
+    own = state_path(results_root, profile, key)
+    if own.exists():
+        return False
+    for other in sorted((results_root / ".claims").glob(f"*/{key}.state")):
+        if other.parent.name != profile and other.with_suffix(".claim") not in live_claims_of(results_root, key):
+            own.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(other, own)
+            except FileNotFoundError:  # taken by another worker meanwhile
+                continue
+            return True
+    return False

@@ -84,11 +84,11 @@ def load_grid(chapter: str, params_file: Path, robustness: bool = False, variant
 
 def status(configs, profile: str) -> dict[str, list]:
     """The grid split into done (with "done_records", their records), diverged (a stored
-    divergence: run, with no record), claimed by a live worker, left (stale claims count as left)
+    divergence: run, with no record), claimed by a live worker (of this or another profile that
+    shares the run: ``leases.live_claims_of``), left (stale claims count as left)
     and "unreadable": the error of every stored record or divergence that cannot be read or is
     incomplete (``results.RecordError``, naming its file), all of them, not only the first."""
     root = results_dir()
-    held = leases.claims_in(root, profile)
     split = {"done": [], "diverged": [], "claimed": [], "left": [], "done_records": [], "unreadable": []}
     for config in configs:
         key = config_hash(config)
@@ -103,7 +103,7 @@ def status(configs, profile: str) -> dict[str, list]:
             split["done_records"].append(record)
         elif diverged:
             split["diverged"].append(config)
-        elif key in held and not leases.is_stale(held[key]):
+        elif leases.live_claims_of(root, key):  # under any profile: two profiles may share a run
             split["claimed"].append(config)
         else:
             split["left"].append(config)
@@ -265,6 +265,9 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
             try:
                 if is_finished(config):  # finished by another worker just before our claim
                     continue
+                if leases.yields_to_another(root, params.profile, config_hash(config)):
+                    continue  # a sweep of another profile that shares this run holds it
+                leases.adopt_state(root, params.profile, config_hash(config))
                 report("start", describe(config))
                 record = run_experiment(config, profile=params.profile, progress=False)
                 ran += 1
@@ -421,9 +424,11 @@ def variant_lines(chapter: str, params, variants: tuple[str, ...], done: list) -
 
 def resume_line(configs, profile: str) -> str:
     """"3 of them resume from a checkpoint: ..." for the runs not done that have a saved state
-    (``fedkd_core.checkpoint``: they restart from their last saved round, not round 1), else ""."""
+    (``fedkd_core.checkpoint``: they restart from their last saved round, not round 1), else "".
+    A state saved under another profile counts: the worker adopts it (``leases.adopt_state``)."""
     root = results_dir()
-    saved = [config for config in configs if leases.state_path(root, profile, config_hash(config)).exists()]
+    saved = [config for config in configs
+             if any((root / ".claims").glob(f"*/{config_hash(config)}.state"))]  # any profile's: adopted
     if not saved:
         return ""
     return (f"{len(saved)} of them resume from a checkpoint (their last saved round): "

@@ -344,3 +344,52 @@ def test_the_dry_run_of_a_rerun_paces_its_methods_not_run_yet_by_the_chapters_re
     assert {record.config["algorithm"] for record in reference} >= {"fedavg", "pfedme"}
     assert sweep.pace_reference("fedckd", fedckd.REDUCED_PROFILE, committed) == []  # not a rerun
     assert sweep.pace_reference("setting", None, committed) == []  # a chapter without reruns
+
+
+def _live_claim(root, profile: str, key: str, started: float):
+    """A claim of ``key`` under ``profile`` held by this (live) process, started at ``started``."""
+    path = leases.claim_path(root, profile, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**leases._this_process(), "started": started, "heartbeat": 60.0}))
+    return path
+
+
+def test_of_two_profiles_sharing_a_run_the_claim_started_first_keeps_it(tmp_path):
+    """FedGMKD's 50-round robustness grid (profile robustness) shares runs with the 50-round rerun
+    (profile reduced): whichever claimed first runs it, the profile's name breaking a tie, and a
+    stale claim elsewhere does not hold a run back."""
+    _live_claim(tmp_path, "reduced", "abc", started=100.0)
+    _live_claim(tmp_path, "robustness", "abc", started=200.0)
+    assert leases.yields_to_another(tmp_path, "robustness", "abc")
+    assert not leases.yields_to_another(tmp_path, "reduced", "abc")
+    _live_claim(tmp_path, "robustness", "abc", started=100.0)  # the same instant: "reduced" sorts first
+    assert leases.yields_to_another(tmp_path, "robustness", "abc")
+    assert not leases.yields_to_another(tmp_path, "reduced", "abc")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leases.claim_path(tmp_path, "reduced", "abc").write_text(
+        json.dumps({"pid": int(dead.stdout), "host": socket.gethostname(), "started": 0.0}))
+    assert not leases.yields_to_another(tmp_path, "robustness", "abc")
+    assert leases.live_claims_of(tmp_path, "abc") == [leases.claim_path(tmp_path, "robustness", "abc")]
+
+
+def test_a_checkpoint_left_under_another_profile_is_adopted_unless_its_worker_lives(tmp_path):
+    other = leases.state_path(tmp_path, "reduced", "abc")
+    other.parent.mkdir(parents=True)
+    other.write_bytes(b"saved round 7")
+    _live_claim(tmp_path, "reduced", "abc", started=1.0)
+    assert not leases.adopt_state(tmp_path, "robustness", "abc")  # its worker still runs it
+    leases.release(leases.claim_path(tmp_path, "reduced", "abc"))
+    assert leases.adopt_state(tmp_path, "robustness", "abc")
+    assert leases.state_path(tmp_path, "robustness", "abc").read_bytes() == b"saved round 7" and not other.exists()
+    assert not leases.adopt_state(tmp_path, "robustness", "abc")  # nothing left to adopt
+
+
+def test_a_sweep_leaves_a_run_that_a_sweep_of_another_profile_holds_and_counts_it_claimed(smoke_grid, capsys):
+    params, configs = sweep.load_grid("setting", smoke_grid)
+    from fedkd_core.results import results_dir
+    held = config_hash(configs[0])
+    _live_claim(results_dir(), "another_profile", held, started=0.0)
+    sweep.main(["setting", "--params", str(smoke_grid), "--dry-run"])
+    assert f"0 done, 1 claimed by running workers, {len(configs) - 1} left" in capsys.readouterr().out
+    sweep.main(["setting", "--params", str(smoke_grid), "--workers", "1"])
+    assert load_record(configs[0]) is None and all(load_record(c) is not None for c in configs[1:])
