@@ -172,7 +172,9 @@ class RobustChapter(ClaimsChapter, Protocol):
     the chapter's own reading (no overrides)."""
 
     ROBUSTNESS_BASE: Any
-    """The ``Params`` the variants change (its yaml is ``notebooks/params/robustness/<chapter>.yaml``)."""
+    """The ``Params`` the variants change (its yaml is ``notebooks/params/robustness/<chapter>.yaml``).
+    A chapter whose grid moves with its verdicts onto a rerun also defines ``robustness_grid(root)``
+    (``chapters.robustness.Grid``; FedGMKD's moves to 50 rounds)."""
 
 
 def missing_members(obj: Any, protocol: type) -> list[str]:

@@ -544,16 +544,17 @@ if ratios is not None:
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedGMKD's paper and released code disagree on DAT's reference, its a, the form of the prediction alignment, gradient clipping and the GMM's component range. The
 # robustness grid (`fedgmkd.ROBUSTNESS`, as data in `fedkd_core/chapters/fedgmkd/robustness.py`) reruns the claims'
-# cells (the reduced profile's Table 1 block, 3 seeds; only FedGMKD reruns, since the baselines do not change) once per alternative reading; the first variant is this chapter's own. For each
+# cells (the reduced profile's Table 1 block, 3 seeds, at 15 rounds, or at 50 once the grid has moved with the verdicts; only FedGMKD reruns, since the baselines do not change) once per alternative reading; the first variant is this chapter's own. For each
 # variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
 # `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants
 # appear as their runs are committed
 # (`python -m fedkd_core.sweep fedgmkd --params notebooks/params/robustness/fedgmkd.yaml --robustness
 # --workers 2`); the [Claims page](claims.ipynb) gathers all four chapters. Once the verdicts rest on
-# the 50-round rerun, the same grid at 50 rounds (`notebooks/params/robustness/redesign/fedgmkd.yaml`:
-# its chapter's-reading runs are the rerun's, so only FedGMKD reruns per variant) takes the 15-round
-# grid's place here and on the Claims page when all its runs are finished, judged as the verdicts
-# are, still-rising cells counted.
+# the 50-round rerun, the same grid at 50 rounds takes the 15-round grid's place here and on the
+# Claims page, but only when all its runs are finished (no variant shows before), judged as the
+# verdicts are, still-rising cells counted: `python -m fedkd_core.sweep fedgmkd --params
+# notebooks/params/robustness/redesign/fedgmkd.yaml --robustness --workers 2` (its chapter's-reading
+# runs are the rerun's, so only FedGMKD reruns per variant).
 
 # %% tags=["hide-input"]
 from fedkd_core.chapters import robustness  # noqa: E402

@@ -380,3 +380,62 @@ def test_the_verdicts_per_chapter_are_one_row_per_verdict_and_one_column_per_cha
     assert list(counts.columns) == ["KnFu", "FedUA", "FedGMKD"]
     assert list(counts.index) == ["holds", "inconclusive", "untested at this scale"]
     assert counts.loc["holds"].tolist() == [1, 1, 0] and int(counts.to_numpy().sum()) == 4
+
+
+def test_a_grid_rerun_at_the_verdicts_scale_is_judged_with_its_gate_and_said_so(monkeypatch):
+    """The robustness column reads the grid the chapter names (``robustness_grid``) with that grid's
+    gate: a grid at the paper's round budget is judged gate off, and its text says so."""
+    from types import SimpleNamespace
+
+    from fedkd_core.chapters import robustness as rb
+
+    reduced, rerun = SimpleNamespace(rounds=15), SimpleNamespace(rounds=50)
+    table = pd.DataFrame({"variant": ["reading"], "claim": ["C"], "verdict": ["holds"], "holds in": [3],
+                          "of cells": [3], "complete": [True]})
+    seen = []
+    monkeypatch.setattr(rb, "claim_table", lambda module, base, enforce_gate=True: seen.append((base, enforce_gate)) or table)
+    module = SimpleNamespace(ROBUSTNESS=[1], REDUCED_PROFILE=reduced,
+                             verdict_basis=lambda: ledger.VerdictBasis(rerun, [], "", False),
+                             robustness_grid=lambda root=None: rb.Grid(rerun, "robustness/redesign/toy.yaml", False, rerun=True))
+    texts = ledger.robustness_column(module, pd.DataFrame({"claim": ["C"]})).robustness.tolist()
+    assert seen == [(rerun, False)]
+    assert texts == [ledger.GRID_RERUN_PREFIX + "holds in 1 of 1 variants that bear on it (1 of 1 variants run)"]
+
+
+def test_a_complete_robustness_grid_says_whether_the_robustness_column_rests_on_it_yet():
+    from types import SimpleNamespace
+
+    from fedkd_core.chapters import robustness as rb
+
+    grid = ledger.Rerun("Toy", params=None, path="robustness/redesign/toy.yaml", decides="", robustness=True)
+    waiting = SimpleNamespace(robustness_grid=lambda root=None: rb.Grid(None, "robustness/toy.yaml"))
+    moved = SimpleNamespace(robustness_grid=lambda root=None: rb.Grid(None, grid.path, False, rerun=True))
+    assert grid.complete_text(waiting) == "none: complete, it counts once the verdicts have moved"
+    assert grid.complete_text(moved) == "none: complete, the robustness column rests on it"
+    plain = ledger.Rerun("Toy", params=None, path="reduced/redesign/toy.yaml", decides="")
+    assert plain.complete_text(waiting) == "none: complete, the verdicts rest on it"
+
+
+def test_the_reruns_table_times_a_run_two_reruns_of_a_chapter_share_in_the_first(tmp_path, monkeypatch):
+    """Two reruns of one chapter: the first plans runs 0-2, the second 0-3; run 0 is recorded in
+    600 s. The first has 20 min left, the second only its own run 3 "after the rerun above"."""
+    from types import SimpleNamespace
+
+    from fedkd_core import results
+    from fedkd_core.chapters import fedgmkd
+
+    configs = [fedgmkd.run_config(fedgmkd.Params(methods="fedavg"), "fedavg", 10, seed) for seed in range(4)]
+    done = configs[0]
+    results.save_record(results.RunRecord(config=done.resolved(), key=results.config_hash(done), history=[{"round": 1, "alma": 0.5}],
+                                          client_accuracies=[], timings={"total_seconds": 600.0},
+                                          environment={"device_name": "A CPU"}, profile="reduced"), tmp_path)
+    module = SimpleNamespace(experiments=lambda params: configs[:3] if params == "rerun" else configs)
+    first = ledger.Rerun("Toy", params="rerun", path="reduced/redesign/toy.yaml", decides="rows")
+    second = ledger.Rerun("Toy", params="grid", path="robustness/redesign/toy.yaml", decides="robustness")
+    monkeypatch.setattr(ledger, "chapter_reruns", lambda: [(module, first), (module, second)])
+    table = ledger.reruns_table(tmp_path)
+    assert table["runs finished"].tolist() == ["1 of 3", "1 of 4"]
+    assert table["one core's time left"].tolist() == ["20 min", "10 min after the rerun above"]
+    other = ledger.Rerun("Other", params="grid", path="robustness/redesign/other.yaml", decides="robustness")
+    monkeypatch.setattr(ledger, "chapter_reruns", lambda: [(module, first), (module, other)])  # another chapter's
+    assert ledger.reruns_table(tmp_path)["one core's time left"].tolist() == ["20 min", "30 min"]

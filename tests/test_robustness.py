@@ -481,7 +481,7 @@ def test_a_variant_summary_carries_the_gates_reason():
 
 def test_a_grid_at_the_papers_round_budget_counts_its_still_rising_cells_and_says_so():
     """With the gate off (a grid at the paper's own T), a cell still rising is counted, not left
-    out, and the variant's row names it; the reader table reads "holds; counted while still rising"."""
+    out, and the variant's row names it; the reader table reads "holds; counted: A in 1 cell still rising"."""
     from fedkd_core import verdicts as V
 
     observations = pd.DataFrame({"alpha": [0.1] * 6, "method": ["A", "B"] * 3, "final": [0.6, 0.5] * 3,
@@ -494,7 +494,7 @@ def test_a_grid_at_the_papers_round_budget_counts_its_still_rising_cells_and_say
     assert counted.verdict == "holds" and counted["of cells"] == 1
     assert counted.reason == rb.COUNTED_PREFIX + "A in 1 cell still rising"
     row = pd.DataFrame([{**counted.to_dict(), "variant": "base", "runs": 6, "diverged": 0, "complete": True, "machines": 1}])
-    assert rb.reader_table(row).verdict.tolist() == ["holds; counted while still rising: A in 1 cell still rising"]
+    assert rb.reader_table(row).verdict.tolist() == ["holds; counted: A in 1 cell still rising"]
 
 
 def test_fedgmkds_robustness_moves_to_50_rounds_only_after_its_verdicts_and_once_its_grid_is_finished(monkeypatch):

@@ -393,3 +393,15 @@ def test_a_sweep_leaves_a_run_that_a_sweep_of_another_profile_holds_and_counts_i
     assert f"0 done, 1 claimed by running workers, {len(configs) - 1} left" in capsys.readouterr().out
     sweep.main(["setting", "--params", str(smoke_grid), "--workers", "1"])
     assert load_record(configs[0]) is None and all(load_record(c) is not None for c in configs[1:])
+
+
+def test_a_robustness_reruns_dry_run_paces_by_the_grid_it_reruns():
+    """FedGMKD's 50-round grid goes by the 15-round grid's committed runs (every variant's), and
+    only when asked for the robustness grid: no rerun of the chapter's own grid has its params."""
+    from fedkd_core.chapters import fedgmkd
+
+    reference = sweep.pace_reference("fedgmkd", fedgmkd.ROBUSTNESS_RERUN, ROOT / "results", robustness=True)
+    variant_keys = {config_hash(c) for c in fedgmkd.experiments(fedgmkd.ROBUSTNESS_BASE)}
+    assert reference and any(record.key not in variant_keys for record in reference)  # the variants' FedGMKD runs
+    assert all(record.config["rounds"] == 15 for record in reference)
+    assert sweep.pace_reference("fedgmkd", fedgmkd.ROBUSTNESS_RERUN, ROOT / "results") == []

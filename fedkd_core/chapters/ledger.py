@@ -84,6 +84,17 @@ class Rerun:
         params = self.params if params is None else params
         return variant_runs(module, params) if self.robustness else module.experiments(params)
 
+    def complete_text(self, module, root=None) -> str:
+        """What a complete rerun's row says: the verdicts rest on it; a robustness grid's, whether
+        the robustness column does yet (only once the verdicts have moved too: :func:`~.robustness.grid_of`)."""
+        from .robustness import grid_of
+
+        if not self.robustness:
+            return "none: complete, the verdicts rest on it"
+        if grid_of(module, root).rerun:
+            return "none: complete, the robustness column rests on it"
+        return "none: complete, it counts once the verdicts have moved"
+
 
 RERUN_COLUMNS = ["chapter", "rerun", "decides", "runs finished", "one core's time left"]
 
@@ -106,7 +117,7 @@ def rerun_row(module, rerun: Rerun, root=None, earlier: frozenset = frozenset())
     seconds = estimated_seconds(left, records, reference=reference) if left else None
     shared = len(left) < len(unfinished)
     pace = (duration_text(seconds) + (" after the rerun above" if shared else "") if seconds
-            else "none: complete, the verdicts rest on it" if not unfinished
+            else rerun.complete_text(module, root) if not unfinished
             else "none after the rerun above" if not left else "—")
     count = f"{len(records) + len(diverged)} of {len(configs)}" + (f" ({len(diverged)} diverged)" if diverged else "")
     return {"chapter": rerun.chapter, "rerun": rerun.path, "decides": rerun.decides, "runs finished": count,

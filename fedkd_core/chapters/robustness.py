@@ -70,7 +70,7 @@ def grid_of(module: ModuleType, root=None) -> Grid:
 
 # How a robustness verdict judged with the gate off (at the paper's round budget) names the cells it
 # counted while they were still rising.
-COUNTED_PREFIX = "counted while still rising: "
+COUNTED_PREFIX = "counted: "
 
 
 def variant_params(base, variant: Variant):
@@ -517,10 +517,11 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
     if not len(table):
         display(Markdown("No variant has runs yet."))
         return table
+    judged = ("kept by the convergence gate" if grid.enforce_gate
+              else "every cell, still-rising ones counted as the verdicts count them")
     tables.show(reader_table(table),
                 legend="Effect: pooled over cells and seeds, in points (positive where the claim holds); cells: where "
-                       "the claim holds / is reversed (each cell's 95% interval over seeds) / judged (kept by the "
-                       "convergence gate).")
+                       f"the claim holds / is reversed (each cell's 95% interval over seeds) / judged ({judged}).")
     fig = plot_effects(table, module.ROBUSTNESS[0].name)
     if fig is not None:
         plots.caption(fig, "Each claim over the variants whose runs are all committed: the pooled effect with its 95% "
