@@ -66,6 +66,14 @@ def drift_rows(path: Path, precisions: list[str], root: Path) -> list[dict]:
     return rows
 
 
+def machine_pairs(rows: list[dict], here: str) -> list[dict]:
+    """The reruns as data (``fedkd_core.numerics`` reads them): the machine and precision a record
+    was stored on and in, this machine and the rerun's precision, and the difference of each metric
+    (points)."""
+    return [{"stored_on": row["stored on"], "stored_in": row["stored in"], "rerun_on": here, "rerun_in": row["rerun in"],
+             **{f"{metric}_delta": row.get(f"{metric} Δ") for metric in METRICS}} for row in rows]
+
+
 def drift_summary(table: pd.DataFrame, here: str) -> list[str]:
     """One sentence per precision and origin: how far final ALMA moved when runs stored on another
     machine (the drift between machines) or on this one (the same kernels: a check of determinism)
@@ -130,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
                  "differently); bf16 says something about precision only beyond it. The verdicts allow "
                  f"{MACHINE_DRIFT:.2f} points per run between machines, measured on 36 runs (`results/README.md`).",
             extra={"order": 3, "summary": summary, "records": [str(path) for path in paths],
+                   "pairs": machine_pairs(rows, device_name(device)),
                    "digits": {"rerun (s)": 0, "ALMA stored (%)": 2, "ALMA rerun (%)": 2, "Δ ALMA (points)": 2,
                               "Δ global accuracy (points)": 2}})
 

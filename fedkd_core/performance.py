@@ -338,8 +338,10 @@ def machine_drift_markdown(records_root=None) -> str:
     lines += [f"- {drift_sentence(summary)}." for summary in summaries] or ["- No such pair is committed."]
     across = [summary for summary in summaries if not summary["same machine"]]
     lines += ["", f"The verdicts allow `fedkd_core.verdicts.MACHINE_DRIFT` = {MACHINE_DRIFT:.2f} points per run between "
-              f"machines and widen a robustness variant's intervals by √2 × that = {effect_drift():.2f} points where its "
-              f"records come from more than one machine"
+              f"machines and widen a verdict's or a robustness variant's intervals by √2 × that = {effect_drift():.2f} "
+              "points where an effect pairs runs of one cell and seed from machines not shown to compute alike "
+              "(`fedkd_core.numerics`: machines whose fp32 reruns of each other's records came out identical, in the "
+              "precision-drift results above, count as one)"
               + (f"; the {across[0]['pairs']} pairs above give {across[0]['mean']:.2f}" if len(across) == 1 else "")
               + ". The precision-drift table above reruns stored records directly (its summary says over how many "
               "runs each figure is averaged); `results/README.md` also reports a direct fp32 rerun of 8 KnFu records "

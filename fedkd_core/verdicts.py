@@ -231,7 +231,8 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     paper's protocol; or two sets of runs compared on the same cells) every cell counts and the note
     says how many were still rising. ``widen``:
     points added to each side of the pooled interval (the drift between machines, where the
-    effect's runs come from more than one: :func:`effect_drift`)."""
+    effect pairs runs from machines not shown to compute alike: :func:`effect_drift`,
+    :func:`fedkd_core.numerics.mixes_numerics`)."""
     if claim not in effects or not effects[claim].notna().any():
         return Verdict(claim, NO_RECORDS)
     cells = cell_table(effects, cell_keys, claim)
@@ -256,7 +257,7 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     interval = pooled_interval(cells.effect, cells.sd, cells.seeds)
     if widen:
         interval = Interval(interval.mean, interval.low - widen, interval.high + widen)
-        notes.append(f"interval widened by ±{widen:.2f} points: its runs come from more than one machine")
+        notes.append(f"interval widened by ±{widen:.2f} points: it pairs runs from machines that round differently")
     reversed_cells = int((cells.outcome == REVERSED).sum())
     word = claim_word(interval, reversed_cells)
     seeds = f"{cells.seeds.min()}" if cells.seeds.min() == cells.seeds.max() else f"{cells.seeds.min()}-{cells.seeds.max()}"

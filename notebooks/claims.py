@@ -175,20 +175,24 @@ display(Markdown(
 # our cells share (FedCKD's annealing claim, CIFAR-100 in the paper and Fashion-MNIST here).
 
 # %% tags=["remove-input"]
-from fedkd_core import performance  # noqa: E402
+from fedkd_core import numerics, performance  # noqa: E402
+from fedkd_core.cpuinfo import machine_text  # noqa: E402
 from fedkd_core.verdicts import MACHINE_DRIFT, effect_drift  # noqa: E402
 
 drift = [summary for summary in performance.drift_summary(performance.drift_pairs(performance.ROOT / "results"))
          if not summary["same machine"]]
+alike = numerics.agreeing_machines(numerics.rerun_pairs())
 display(Markdown(
-    "**Machines.** The same config and seed run on another CPU in fp32 does not give the same numbers: other "
+    "**Machines.** The same config and seed run on another CPU in fp32 need not give the same numbers: other "
     "kernels round differently, and training compounds it. "
     + "".join(f"In the committed records, {performance.drift_sentence(summary)}. " for summary in drift)
-    + f"The verdicts allow `fedkd_core.verdicts.MACHINE_DRIFT` = {MACHINE_DRIFT:.2f} points per run: a robustness "
-    f"variant whose records come from more than one machine has its intervals widened by √2 × {MACHINE_DRIFT:.2f} = "
-    f"{effect_drift():.2f} points on each side (two runs in each effect). The book's Performance page sets this "
-    "beside direct reruns of stored records (`benchmarks/precision_drift.py`), and `results/README.md` says how "
-    "each was measured."))
+    + "".join(f"Runs made on {machine_text(one)} and rerun on {machine_text(other)} in fp32, or the other way, came out "
+              "identical, so the two count as one machine here. " for one, other in alike)
+    + f"The verdicts allow `fedkd_core.verdicts.MACHINE_DRIFT` = {MACHINE_DRIFT:.2f} points per run: a verdict, or a "
+    "robustness variant, one of whose effects pairs runs of a cell and seed from machines not shown to compute alike "
+    f"has its interval widened by √2 × {MACHINE_DRIFT:.2f} = {effect_drift():.2f} points on each side (two runs in "
+    "each effect; `fedkd_core.numerics`). The book's Performance page sets this beside direct reruns of stored "
+    "records (`benchmarks/precision_drift.py`), and `results/README.md` says how each was measured."))
 
 # %% [markdown]
 # ## Where the verdicts come from

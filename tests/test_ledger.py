@@ -439,3 +439,31 @@ def test_the_reruns_table_times_a_run_two_reruns_of_a_chapter_share_in_the_first
     other = ledger.Rerun("Other", params="grid", path="robustness/redesign/other.yaml", decides="robustness")
     monkeypatch.setattr(ledger, "chapter_reruns", lambda: [(module, first), (module, other)])  # another chapter's
     assert ledger.reruns_table(tmp_path)["one core's time left"].tolist() == ["20 min", "30 min"]
+
+
+def test_a_verdict_widens_its_interval_only_where_an_effect_pairs_runs_of_machines_not_shown_alike(monkeypatch):
+    """The toy chapter's runs as records that name their machine: seed 2's two methods ran on
+    machines that round differently, so the interval widens by the drift between machines; when
+    those machines are measured to compute alike, it does not."""
+    from fedkd_core import numerics
+    from fedkd_core import verdicts as V
+
+    class Run(tuple):  # a toy row that is also a record with a config and a machine
+        def __new__(cls, row, machine):
+            run = super().__new__(cls, row)
+            run.config = {"data": {"cell": row[0]}, "seed": row[2], "rounds": 15}
+            run.environment = {"device_name": machine}
+            return run
+
+    rows = [(cell, method, seed, 0.80 + 0.004 * seed if method == "A" else 0.78, 0.8, 12, 0.1)
+            for cell in ("c1", "c2") for seed in range(3) for method in ("A", "B")]
+    runs = [Run(row, "zen5" if row[2] == 2 and row[1] == "A" else "avx2") for row in rows]
+    monkeypatch.setattr(numerics, "rerun_pairs", lambda: [])
+    plain = ledger.judge_chapter(toy_chapter(), rows)["A > B"]["final"]
+    widened = ledger.judge_chapter(toy_chapter(), runs)["A > B"]["final"]
+    assert widened.interval.mean == plain.interval.mean
+    assert widened.interval.low == plain.interval.low - V.effect_drift()
+    assert "pairs runs from machines that round differently" in widened.note
+    alike = [{"stored_on": "avx2", "stored_in": "fp32", "rerun_on": "zen5", "rerun_in": "fp32", "alma_delta": 0.0}] * 3
+    monkeypatch.setattr(numerics, "rerun_pairs", lambda: alike)
+    assert ledger.judge_chapter(toy_chapter(), runs)["A > B"]["final"].interval == plain.interval

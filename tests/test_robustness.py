@@ -286,7 +286,8 @@ def test_variants_made_on_several_machines_are_counted_and_named(monkeypatch):
     monkeypatch.setattr(rb, "variant_records", records)
     table = rb.claim_table(knfu, params)
     assert dict(zip(table.variant, table.machines)) == {KNFU_READING: 1, "λ = 2": 2}
-    assert rb.machine_notes(rb.records_by_variant(knfu, params)) == [f"λ = 2: {len(knfu.experiments(params)) - 1} runs on CPU A, 1 runs on CPU B"]
+    assert rb.machine_notes(rb.records_by_variant(knfu, params)) == [
+        f"λ = 2: {len(knfu.experiments(params)) - 1} runs on CPU A, 1 runs on CPU B; 1 cell and seed pair runs of both"]
 
 
 def test_changes_from_the_reading_name_the_complete_variants_that_change_a_verdict():

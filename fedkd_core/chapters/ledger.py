@@ -190,8 +190,13 @@ def judge_chapter(module, records, enforce_gate: bool = True, gates: dict | None
     same cells ("paper": the cells our final verdict kept; over the paper's own cells for a claim
     none of ours share). The convergence gate of a claim reads the runs of the methods it compares;
     ``gates`` replaces it (per claim, a :func:`~fedkd_core.verdicts.gate` table: two sets of runs
-    judged on the same cells, :func:`~fedkd_core.verdicts.joint_gate`)."""
+    judged on the same cells, :func:`~fedkd_core.verdicts.joint_gate`). Where an effect pairs runs
+    from machines not shown to compute alike (:func:`fedkd_core.numerics.mixes_numerics`), the
+    intervals are widened by the drift between machines, as a robustness variant's are."""
+    from ..numerics import mixes_numerics
+
     keys = list(module.EFFECT_CELL_KEYS)
+    widen = V.effect_drift() if mixes_numerics(records) else 0.0
     observed = module.observations(records)
     final, best = module.effects_of(observed, "final"), module.effects_of(observed, "best")
     if gates is None:
@@ -200,8 +205,8 @@ def judge_chapter(module, records, enforce_gate: bool = True, gates: dict | None
     paper = V.paper_verdicts(module.paper_observations(), module.effects_of, keys, module.PAPER_RUNS, cells=final,
                              claim_cells=kept)
     claims = list(dict.fromkeys(list(paper) + V.claims_in(final, keys)))
-    return {claim: {"final": V.judge(final, keys, claim, gates.get(claim), enforce_gate),
-                    "best": V.judge(best, keys, claim, gates.get(claim), enforce_gate),
+    return {claim: {"final": V.judge(final, keys, claim, gates.get(claim), enforce_gate, widen=widen),
+                    "best": V.judge(best, keys, claim, gates.get(claim), enforce_gate, widen=widen),
                     "paper": paper.get(claim)} for claim in claims}
 
 

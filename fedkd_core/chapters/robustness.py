@@ -195,15 +195,17 @@ EFFECT_COLUMNS = ["claim", "verdict", "effect", "low", "high", "holds in", "reve
 
 def summarise_variant(module: ModuleType, records: list, enforce_gate: bool = True) -> pd.DataFrame:
     """:func:`summarise_effects` of one variant's records (no records: no claims), its intervals
-    widened by the drift between machines (:data:`fedkd_core.verdicts.MACHINE_DRIFT`) where the
-    records come from more than one; ``enforce_gate``: the grid's (:class:`Grid`)."""
+    widened by the drift between machines (:data:`fedkd_core.verdicts.MACHINE_DRIFT`) where an
+    effect pairs runs from machines not shown to compute alike (:func:`fedkd_core.numerics.mixes_numerics`,
+    as the chapter's verdicts); ``enforce_gate``: the grid's (:class:`Grid`)."""
+    from ..numerics import mixes_numerics
     from ..verdicts import claim_gates, effect_drift
 
     if not records:
         return pd.DataFrame(columns=EFFECT_COLUMNS)
     observed = module.observations(records)
     keys = list(module.EFFECT_CELL_KEYS)
-    widen = effect_drift() if len(machines_of(records)) > 1 else 0.0
+    widen = effect_drift() if mixes_numerics(records) else 0.0
     return summarise_effects(module.effects_of(observed, "final"), keys, widen,
                              claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN), enforce_gate)
 
@@ -288,14 +290,19 @@ def machines_of(records) -> Counter:
 
 
 def machine_notes(records: dict[str, list]) -> list[str]:
-    """One line per variant (of :func:`records_by_variant`) whose records come from more than one
-    machine, naming them: its effects then include the drift between machines, so its intervals
-    are widened by it (:func:`fedkd_core.verdicts.effect_drift`, measured in results/README.md)."""
+    """One line per variant (of :func:`records_by_variant`) whose effects pair runs from machines
+    not shown to compute alike (:func:`fedkd_core.numerics.mixes_numerics`), naming its machines:
+    its effects then include the drift between machines, so its intervals are widened by it
+    (:func:`fedkd_core.verdicts.effect_drift`, measured in results/README.md)."""
+    from ..numerics import mixed_pairings
+
     notes = []
     for name, variant_runs in records.items():
-        machines = machines_of(variant_runs)
-        if len(machines) > 1:
-            notes.append(f"{name}: " + ", ".join(f"{count} runs on {machine_text(machine)}" for machine, count in machines.most_common()))
+        mixed = mixed_pairings(variant_runs)
+        if mixed:
+            machines = machines_of(variant_runs)
+            notes.append(f"{name}: " + ", ".join(f"{count} runs on {machine_text(machine)}" for machine, count in machines.most_common())
+                         + f"; {mixed} cell{'s' if mixed != 1 else ''} and seed{'s' if mixed != 1 else ''} pair runs of both")
     return notes
 
 
@@ -536,9 +543,11 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
                          + "\n".join(f"* {name}: {text}" for name, text in diverged.items())))
     notes = machine_notes(records)
     if notes:
-        display(Markdown("Records of more than one machine (`machines` above): the same run made on another CPU in "
-                         f"fp32 moves by {MACHINE_DRIFT:.2f} points on average (the Performance page's drift section), so such a variant's "
-                         f"intervals are widened by ±{effect_drift():.2f} points (two runs in each effect).\n\n"
+        display(Markdown("Effects that pair runs from machines not shown to compute alike (`fedkd_core.numerics`: "
+                         "machines whose fp32 reruns of each other's records came out identical count as one): the same "
+                         f"run made on another CPU in fp32 moves by {MACHINE_DRIFT:.2f} points on average (the Performance "
+                         f"page's drift section), so such a variant's intervals are widened by ±{effect_drift():.2f} points "
+                         "(two runs in each effect).\n\n"
                          + "\n".join(f"* {note}" for note in notes)))
     changes = changes_from_reading(table, module.ROBUSTNESS[0].name)
     if changes:
