@@ -39,6 +39,13 @@ def test_commands_set_up_execute_and_sweep_every_profile(tmp_path):
     sweeps = [line for line in lines if "fedkd_core.sweep" in line]
     assert len(sweeps) == 4 and sum("--robustness" in line for line in sweeps) == 1
     assert any("params/paper/knfu_mnist5.yaml" in line for line in sweeps)
+    (tmp_path / "robustness" / "redesign").mkdir()
+    (tmp_path / "robustness" / "redesign" / "knfu.yaml").write_text("profile: robustness\n")
+    rerun = [(what, line) for what, line in card.commands("knfu", tmp_path) if "redesign" in line]
+    assert rerun == [("robustness profile's rerun at a larger scale: run its grid (the robustness column moves onto it "
+                      "once every run is finished; resumable)",
+                      ".venv/bin/python -m fedkd_core.sweep knfu --params notebooks/params/robustness/redesign/knfu.yaml "
+                      "--robustness --workers 2")]
 
 
 def test_the_reproduce_box_states_measured_times_or_that_there_are_none(tmp_path):
@@ -94,6 +101,12 @@ def test_a_redesign_is_not_counted_as_its_profile_until_it_replaces_it():
     assert [p.relative_to(card.PARAMS).as_posix() for p in reduced] == ["reduced/fedgmkd.yaml"]
     header = card.cost_header(card.PARAMS / "reduced" / "redesign" / "fedgmkd.yaml")
     assert "of 123 runs" in header[1]
+    results = card.PARAMS.parents[1] / "results"
+    times = card.measured_times("fedgmkd", results)  # the rerun's runs are timed on a row of their own
+    rerun = times[times.profile == "reduced, rerun (redesign/fedgmkd.yaml)"]
+    assert len(rerun) and rerun.runs.sum() == len(card.profile_records(
+        "fedgmkd", "reduced", [card.PARAMS / "reduced" / "redesign" / "fedgmkd.yaml"], results))
+    assert times[times.profile == "reduced"].runs.sum() == 123
 
 
 def test_the_hyperparameter_table_gives_each_profile_its_own_column_and_merges_a_profile_in_two_roles():

@@ -118,6 +118,14 @@ def profile_files(chapter: str, root: Path = PARAMS) -> dict[str, list[Path]]:
     return {profile: paths for profile, paths in found.items() if paths}
 
 
+def rerun_files(chapter: str, root: Path = PARAMS) -> dict[str, list[Path]]:
+    """The redesigns of ``chapter``'s profiles, ``<profile>/redesign/<chapter>.yaml``, by profile:
+    reruns at a larger scale that the verdicts (or the robustness column) move onto once complete
+    (:class:`~.ledger.Rerun`), swept beside the profile they rerun."""
+    found = {profile: sorted((root / profile / "redesign").glob(f"{chapter}.yaml")) for profile in PROFILES}
+    return {profile: paths for profile, paths in found.items() if paths}
+
+
 def profile_records(chapter: str, profile: str, paths: list[Path], results=None) -> list:
     """The committed records of ``profile``'s grids for ``chapter`` (its robustness variants for
     the robustness profile), each once, nothing run."""
@@ -145,7 +153,10 @@ def measured_times(chapter: str, results=None, params_root: Path = PARAMS) -> pd
     """Per profile of ``chapter`` and machine its records ran on: runs, the compute time they
     took (sum of ``timings.total_seconds``, hours) and the longest run (minutes)."""
     rows = []
-    for profile, paths in profile_files(chapter, params_root).items():
+    grids = [(profile, profile, paths) for profile, paths in profile_files(chapter, params_root).items()]
+    grids += [(f"{profile}, rerun (redesign/{paths[0].name})", profile, paths)
+              for profile, paths in rerun_files(chapter, params_root).items()]
+    for label, profile, paths in grids:
         records = profile_records(chapter, profile, paths, results)
         for machine, group in pd.DataFrame(
                 [{"machine": machine_text(r.environment.get("device_name")),
@@ -153,7 +164,7 @@ def measured_times(chapter: str, results=None, params_root: Path = PARAMS) -> pd
                  for r in records], columns=["machine", "threads", "seconds"]).groupby("machine"):
             threads = sorted({int(t) for t in group.threads.dropna()})
             per_run = "/".join(map(str, threads)) + (" thread" if threads == [1] else " threads") + " per run"
-            rows.append({"profile": profile, "machine": machine + (f", {per_run}" if threads else ""),
+            rows.append({"profile": label, "machine": machine + (f", {per_run}" if threads else ""),
                          "runs": len(group), "compute (hours)": group.seconds.sum() / 3600,
                          "longest run (minutes)": group.seconds.max() / 60})
     return pd.DataFrame(rows, columns=["profile", "machine", "runs", "compute (hours)", "longest run (minutes)"])
@@ -173,6 +184,13 @@ def commands(chapter: str, params_root: Path = PARAMS) -> list[tuple[str, str]]:
                           "(resumable; --workers N runs N at a time)",
                           f".venv/bin/python -m fedkd_core.sweep {chapter} --params "
                           f"notebooks/params/{profile}/{path.name}{flag} --workers 2"))
+    for profile, paths in rerun_files(chapter, params_root).items():
+        flag = " --robustness" if profile == "robustness" else ""
+        moves = "the robustness column moves" if profile == "robustness" else "the verdicts move"
+        lines += [(f"{profile} profile's rerun at a larger scale: run its grid ({moves} onto it once every run "
+                   "is finished; resumable)",
+                   f".venv/bin/python -m fedkd_core.sweep {chapter} --params notebooks/params/{profile}/redesign/"
+                   f"{path.name}{flag} --workers 2") for path in paths]
     return lines
 
 
