@@ -70,8 +70,26 @@ def machine_pairs(rows: list[dict], here: str) -> list[dict]:
     """The reruns as data (``fedkd_core.numerics`` reads them): the machine and precision a record
     was stored on and in, this machine and the rerun's precision, and the difference of each metric
     (points)."""
-    return [{"stored_on": row["stored on"], "stored_in": row["stored in"], "rerun_on": here, "rerun_in": row["rerun in"],
-             **{f"{metric}_delta": row.get(f"{metric} Δ") for metric in METRICS}} for row in rows]
+    return [{"record": row["record"], "stored_on": row["stored on"], "stored_in": row["stored in"], "rerun_on": here,
+             "rerun_in": row["rerun in"], **{f"{metric}_delta": row.get(f"{metric} Δ") for metric in METRICS}}
+            for row in rows]
+
+
+def merged_pairs(earlier: list[dict], new: list[dict]) -> list[dict]:
+    """The pairs a machine's result file keeps: ``new`` and every earlier rerun of a record and
+    precision not rerun now. The file is rewritten on each run, and ``fedkd_core.numerics`` decides
+    from these pairs which machines compute alike: a later run measuring something else must not
+    drop them."""
+    redone = {(pair.get("record"), pair["rerun_in"]) for pair in new}
+    return [pair for pair in earlier if (pair.get("record"), pair["rerun_in"]) not in redone] + new
+
+
+def saved_pairs() -> list[dict]:
+    """The pairs this machine's result file holds now (none before its first run)."""
+    import json
+
+    path = performance.result_path("precision_drift")
+    return json.loads(path.read_text()).get("pairs", []) if path.exists() else []
 
 
 def drift_summary(table: pd.DataFrame, here: str) -> list[str]:
@@ -138,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
                  "differently); bf16 says something about precision only beyond it. The verdicts allow "
                  f"{MACHINE_DRIFT:.2f} points per run between machines, measured on 36 runs (`results/README.md`).",
             extra={"order": 3, "summary": summary, "records": [str(path) for path in paths],
-                   "pairs": machine_pairs(rows, device_name(device)),
+                   "pairs": merged_pairs(saved_pairs(), machine_pairs(rows, device_name(device))),
                    "digits": {"rerun (s)": 0, "ALMA stored (%)": 2, "ALMA rerun (%)": 2, "Δ ALMA (points)": 2,
                               "Δ global accuracy (points)": 2}})
 

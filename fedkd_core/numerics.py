@@ -4,7 +4,7 @@ that do not.
 Two CPUs may round differently (other kernels, other vector widths), and over training the
 difference compounds: the same fp32 run moved by 0.46 points on average between an AVX2-only EPYC
 and a Zen 4 (:data:`fedkd_core.verdicts.MACHINE_DRIFT`). Other CPUs give the same digits: a Zen 4
-run rerun in fp32 on a Zen 5 ends at the same ALMA. Whether two machines agree is measured, never
+run rerun in fp32 on a Zen 5 ends at the same ALMA (to the 0.01 points the reruns record). Whether two machines agree is measured, never
 assumed from their names: ``benchmarks/precision_drift.py`` reruns stored records and writes, per
 rerun, the machine the record was stored on, the machine that reran it and the difference
 (``pairs`` in ``benchmarks/results/precision_drift-*.json``). Machines agree where at least
@@ -14,7 +14,8 @@ metric came out identical; agreement is transitive (:func:`numerics_classes`).
 A claim's effect pairs runs of one cell and seed (two methods on the same partition). Where every
 such pair ran on machines that agree, the machines add nothing to the effect beyond the seeds'
 spread; where a pair mixes machines that do not agree, the effect also holds their drift, and
-the verdict widens its interval by it (:func:`mixes_numerics`, :func:`fedkd_core.verdicts.effect_drift`).
+the verdicts widen their intervals by it (:func:`mixes_numerics`, :func:`fedkd_core.verdicts.effect_drift`):
+every claim judged on the records, conservatively, not only those whose effects read the mixed pair.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 BENCHMARK_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
-MIN_AGREEING_RUNS = 3  # identical fp32 reruns needed before two machines count as computing alike
+MIN_AGREEING_RUNS = 3  # records rerun identically in fp32 before two machines count as computing alike
 
 
 def rerun_pairs(folder: Path = BENCHMARK_RESULTS) -> list[dict]:
@@ -38,15 +39,20 @@ def rerun_pairs(folder: Path = BENCHMARK_RESULTS) -> list[dict]:
 
 def agreeing_machines(pairs: list[dict], least: int = MIN_AGREEING_RUNS) -> list[tuple[str, str]]:
     """The pairs of different machines that computed identical fp32 numbers: at least ``least``
-    fp32 reruns between them, every metric's difference zero (a single differing rerun rules the
-    pair out)."""
-    runs: dict[tuple, list[bool]] = defaultdict(list)
-    for pair in pairs:
+    records rerun in fp32 between them, every metric's difference zero (to the 0.01 points the reruns
+    record; a single differing rerun rules the pair out). A rerun that compared no metric says
+    nothing either way."""
+    runs: dict[tuple, dict] = defaultdict(dict)  # machines -> record (or the rerun's place) -> identical
+    for index, pair in enumerate(pairs):
         if pair["stored_in"] != "fp32" or pair["rerun_in"] != "fp32" or pair["stored_on"] == pair["rerun_on"]:
             continue
         deltas = [value for key, value in pair.items() if key.endswith("_delta") and value is not None]
-        runs[tuple(sorted((pair["stored_on"], pair["rerun_on"])))].append(bool(deltas) and all(d == 0 for d in deltas))
-    return sorted(machines for machines, identical in runs.items() if len(identical) >= least and all(identical))
+        if deltas:
+            machines = tuple(sorted((pair["stored_on"], pair["rerun_on"])))
+            record = pair.get("record", index)  # one record rerun twice counts once
+            runs[machines][record] = runs[machines].get(record, True) and all(d == 0 for d in deltas)
+    return sorted(machines for machines, identical in runs.items()
+                  if len(identical) >= least and all(identical.values()))
 
 
 def numerics_classes(machines, agreeing: list[tuple[str, str]]) -> dict[str, str]:
@@ -71,8 +77,11 @@ def numerics_classes(machines, agreeing: list[tuple[str, str]]) -> dict[str, str
 def pairing_key(record) -> str:
     """What the runs an effect pairs share: the data (partition, clients, sizes), the seed and the
     rounds; the method, its parameters, model and schedule may differ."""
-    config = record.config
-    return json.dumps({"data": config["data"], "seed": config["seed"], "rounds": config.get("rounds")}, sort_keys=True)
+    from .results import outcome_fields  # a field added later, at the value that reproduces old runs, drops out
+
+    config = outcome_fields(record.config)
+    return json.dumps({"data": config.get("data"), "seed": config.get("seed"), "rounds": config.get("rounds")},
+                      sort_keys=True)
 
 
 def machine_of(record) -> str:
@@ -86,10 +95,12 @@ def mixed_pairings(records, classes: dict[str, str] | None = None) -> int:
     records = [record for record in records if hasattr(record, "config") and hasattr(record, "environment")]
     if classes is None:
         classes = numerics_classes({machine_of(r) for r in records}, agreeing_machines(rerun_pairs()))
+    from .results import record_precision
+
     groups: dict[str, set] = defaultdict(set)
-    for record in records:
+    for record in records:  # agreement was measured in fp32: another precision is another class
         machine = machine_of(record)
-        groups[pairing_key(record)].add(classes.get(machine, machine))
+        groups[pairing_key(record)].add((classes.get(machine, machine), record_precision(record)))
     return sum(len(found) > 1 for found in groups.values())
 
 

@@ -115,6 +115,13 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+def result_path(benchmark: str, root: Path = RESULTS, where: dict | None = None) -> Path:
+    """Where :func:`save_result` writes ``benchmark``'s result on this machine (``where``: its
+    :func:`machine`): one file per benchmark, machine and core count, replaced by each run."""
+    where = where or machine()
+    return root / f"{benchmark}-{slug(machine_text(where['cpu']))}-{where['cores']}cores.json"
+
+
 def save_result(benchmark: str, title: str, rows: list[dict], *, started: dict, note: str = "",
                 beside_note: str = "", command: str | None = None, extra: dict | None = None,
                 root: Path = RESULTS) -> Path:
@@ -134,7 +141,7 @@ def save_result(benchmark: str, title: str, rows: list[dict], *, started: dict, 
               "columns": columns, "rows": [[row.get(column) for column in columns] for row in rows],
               **(extra or {})}
     root.mkdir(parents=True, exist_ok=True)
-    path = root / f"{benchmark}-{slug(machine_text(where['cpu']))}-{where['cores']}cores.json"
+    path = result_path(benchmark, root, where)
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"result written to {path}")
     return path

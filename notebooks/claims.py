@@ -186,8 +186,8 @@ display(Markdown(
     "**Machines.** The same config and seed run on another CPU in fp32 need not give the same numbers: other "
     "kernels round differently, and training compounds it. "
     + "".join(f"In the committed records, {performance.drift_sentence(summary)}. " for summary in drift)
-    + "".join(f"Runs made on {machine_text(one)} and rerun on {machine_text(other)} in fp32, or the other way, came out "
-              "identical, so the two count as one machine here. " for one, other in alike)
+    + "".join(f"Runs made on one of {machine_text(one)} and {machine_text(other)} and rerun on the other in fp32 came "
+              "out identical (to 0.01 points), so the two count as one machine here. " for one, other in alike)
     + f"The verdicts allow `fedkd_core.verdicts.MACHINE_DRIFT` = {MACHINE_DRIFT:.2f} points per run: a verdict, or a "
     "robustness variant, one of whose effects pairs runs of a cell and seed from machines not shown to compute alike "
     f"has its interval widened by √2 × {MACHINE_DRIFT:.2f} = {effect_drift():.2f} points on each side (two runs in "

@@ -451,8 +451,8 @@ def test_a_verdict_widens_its_interval_only_where_an_effect_pairs_runs_of_machin
     class Run(tuple):  # a toy row that is also a record with a config and a machine
         def __new__(cls, row, machine):
             run = super().__new__(cls, row)
-            run.config = {"data": {"cell": row[0]}, "seed": row[2], "rounds": 15}
-            run.environment = {"device_name": machine}
+            run.config = {"data": {"cell": row[0]}, "seed": row[2], "rounds": 15, "train": {}}
+            run.environment = {"device_name": machine, "precision": "fp32"}
             return run
 
     rows = [(cell, method, seed, 0.80 + 0.004 * seed if method == "A" else 0.78, 0.8, 12, 0.1)

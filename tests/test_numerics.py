@@ -25,9 +25,10 @@ def test_agreement_is_transitive_and_an_unmeasured_machine_is_its_own_class():
     assert classes["zen4"] == classes["zen5"] == classes["xeon"] != classes["avx2"]
 
 
-def record(method: str, seed: int, machine: str, clients: int = 10) -> SimpleNamespace:
-    return SimpleNamespace(config={"algorithm": method, "data": {"num_clients": clients}, "seed": seed, "rounds": 50},
-                           environment={"device_name": machine})
+def record(method: str, seed: int, machine: str, clients: int = 10, precision: str = "fp32", **data) -> SimpleNamespace:
+    return SimpleNamespace(config={"algorithm": method, "data": {"num_clients": clients, **data}, "seed": seed,
+                                   "rounds": 50, "train": {}},
+                           environment={"device_name": machine, "precision": precision})
 
 
 def test_records_mix_numerics_where_a_cell_and_seed_pairs_runs_of_machines_not_shown_alike():
@@ -49,3 +50,26 @@ def test_the_committed_reruns_show_zen_4_and_zen_5_compute_alike_and_the_avx2_ep
     zen4, zen5 = "AMD EPYC (family 25 model 17, AVX512-BF16)", "AMD EPYC (family 26 model 2, AVX512-BF16)"
     assert (zen4, zen5) in numerics.agreeing_machines(pairs)
     assert all("AMD EPYC" != machine for machines in numerics.agreeing_machines(pairs) for machine in machines)
+
+
+def test_runs_of_one_cell_pair_whatever_fields_were_added_since_and_other_cells_do_not():
+    """A record made before ``validation_fraction`` existed pairs with a newer one that stores its
+    original value 0.0 (the same run to ``results.outcome_fields``); another client count does not."""
+    classes = numerics.numerics_classes({"avx2", "zen4"}, [])
+    old_and_new = [record("fedavg", 0, "avx2"), record("fedprox", 0, "zen4", validation_fraction=0.0)]
+    assert numerics.mixes_numerics(old_and_new, classes)
+    other_cell = [record("fedavg", 0, "avx2"), record("fedprox", 0, "zen4", clients=20)]
+    assert not numerics.mixes_numerics(other_cell, classes)
+
+
+def test_runs_in_another_precision_never_count_as_alike():
+    classes = numerics.numerics_classes({"zen4", "zen5"}, [("zen4", "zen5")])
+    assert numerics.mixes_numerics([record("fedavg", 0, "zen4"), record("knfu", 0, "zen5", precision="bf16")], classes)
+
+
+def test_one_record_rerun_three_times_is_one_record_and_a_rerun_comparing_nothing_says_nothing():
+    thrice = [{**rerun("zen4", "zen5"), "record": "abc"}] * 3
+    assert numerics.agreeing_machines(thrice) == []
+    blank = [{**rerun("zen4", "zen5", delta=None), "record": "x"}]
+    spread = [{**rerun("zen4", "zen5"), "record": name} for name in "abc"]
+    assert numerics.agreeing_machines(spread + blank) == [("zen4", "zen5")]

@@ -127,3 +127,17 @@ def test_drift_between_machines_and_on_one_machine_are_summarised_apart():
     assert [(s["same machine"], s["pairs"], round(s["mean"], 2), s["max"], s["identical"]) for s in summaries] == \
         [(False, 2, 0.4, 0.6, 0), (True, 1, 0.0, 0.0, 1)]
     assert "both made on old" in performance.drift_sentence(summaries[1])
+
+
+def test_the_drift_benchmark_keeps_the_machine_pairs_of_records_it_does_not_rerun_again():
+    """Its result file decides which machines compute alike (fedkd_core.numerics): a later run on
+    the same machine replaces the pairs of the records it reruns and keeps the others."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("precision_drift", ROOT / "benchmarks" / "precision_drift.py")
+    drift = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(drift)
+    earlier = [{"record": "a", "rerun_in": "fp32", "alma_delta": 0.0}, {"record": "b", "rerun_in": "fp32", "alma_delta": 0.0},
+               {"record": "a", "rerun_in": "bf16", "alma_delta": 1.2}]
+    new = [{"record": "a", "rerun_in": "bf16", "alma_delta": 0.9}]
+    assert drift.merged_pairs(earlier, new) == earlier[:2] + new

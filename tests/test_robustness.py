@@ -568,3 +568,24 @@ def test_the_reader_table_folds_the_claim_table_into_six_columns_keeping_what_ea
     assert rb.reader_table(partial).verdict.tolist() == ["holds; left out: b in 1 cell still rising"]
     one_seed = table.assign(low=nan, high=nan).iloc[:1]  # an effect without an interval: no "[+nan, +nan]"
     assert rb.reader_table(one_seed)["effect [95% interval]"].tolist() == ["+1.23"]
+
+
+def test_a_variant_made_on_two_machines_widens_only_where_a_cell_and_seed_pairs_runs_of_both(monkeypatch):
+    """Each seed's runs on one machine (seed 0 on CPU A, seed 1 on CPU B): no effect pairs the two,
+    so the interval is the plain one; one run moved to the other machine widens it."""
+    from fedkd_core import numerics
+
+    monkeypatch.setattr(numerics, "rerun_pairs", lambda: [])
+    params = replace(base(), mnist_alphas="0.1", seeds=2)
+    alma = {"knfu": 0.80, "fedmd": 0.75, "selective_fd": 0.78, "knfu_local": 0.79}
+    runs = [fake_record(c, alma[c.algorithm] + 0.002 * c.seed) for c in knfu.experiments(params)]
+    for run in runs:
+        run.environment = {"precision": "fp32", "device_name": "CPU A" if run.config["seed"] == 0 else "CPU B"}
+    by_seed = rb.summarise_variant(knfu, runs).set_index("claim")
+    runs[0].environment = {"precision": "fp32", "device_name": "CPU B"}  # seed 0 now pairs CPU B with CPU A
+    mixed = rb.summarise_variant(knfu, runs).set_index("claim")
+    claim = by_seed.index[0]
+    from fedkd_core.verdicts import effect_drift
+
+    assert mixed.loc[claim, "low"] == pytest.approx(by_seed.loc[claim, "low"] - effect_drift())
+    assert mixed.loc[claim, "effect"] == pytest.approx(by_seed.loc[claim, "effect"])
