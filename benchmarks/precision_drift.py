@@ -50,6 +50,7 @@ def drift_rows(path: Path, precisions: list[str], root: Path) -> list[dict]:
     record = read_record(path)
     config = config_from_dict(record.config)
     cell = {"record": path.stem, "algorithm": config.algorithm, "dataset": config.data.dataset,
+            "model": config.model, "rounds": config.rounds,
             "alpha": config.data.alpha, "seed": config.seed, "stored in": record_precision(record),
             "stored on": record.environment.get("device_name", "?")}
     rows = []
@@ -64,6 +65,12 @@ def drift_rows(path: Path, precisions: list[str], root: Path) -> list[dict]:
                 row[f"{metric} Δ"] = round(ours - stored, 2)
         rows.append(row)
     return rows
+
+
+def run_label(row: dict) -> str:
+    """"fedavg, cifar10 (cnn5, 40 rounds), α = 0.5, seed 0": enough to tell two chapters' runs apart."""
+    return (f"{row['algorithm']}, {row['dataset']} ({row['model']}, {row['rounds']} rounds), α = {row['alpha']}, "
+            f"seed {row['seed']}")
 
 
 def machine_pairs(rows: list[dict], here: str) -> list[dict]:
@@ -142,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         from fedkd_core.cpuinfo import machine_text
         from fedkd_core.verdicts import MACHINE_DRIFT
 
-        shown = [{"run": f"{row['algorithm']}, {row['dataset']}, α = {row['alpha']}, seed {row['seed']}",
+        shown = [{"run": run_label(row),
                   "stored": f"{row['stored in']} on {machine_text(row['stored on'])}", "rerun in": row["rerun in"],
                   "rerun (s)": row["seconds"], "ALMA stored (%)": row.get("alma stored"),
                   "ALMA rerun (%)": row.get("alma rerun"), "Δ ALMA (points)": row.get("alma Δ"),
