@@ -21,7 +21,9 @@ Per cell (the chapter's ``EFFECT_CELL_KEYS``), every method ranked by the chapte
 FedGMKD's mean of the last rounds), beside the paper's number for that cell where it prints one;
 then the new method's effect against the chapter's proposed method (or ``--against``): the
 per-seed paired difference with its t-interval, and the verdict pooled over cells, with the
-intervals and words of :mod:`fedkd_core.verdicts`.
+intervals and words of :mod:`fedkd_core.verdicts` (widened by the drift between machines where
+the new method ran on a machine not shown to compute as the stored records' did:
+:mod:`fedkd_core.numerics`).
 
 The key of a record is its config, not the method's code: after changing the method, its runs
 must run again, so they do by default (``reuse=True`` / ``--reuse`` reads them back instead).
@@ -43,7 +45,8 @@ from .conformance import registered_name
 from .contracts import check_needs
 from .experiment import ExperimentConfig, RunDiverged
 from .results import is_finished, run_experiment
-from .verdicts import POINTS, Verdict, cell_table, judge
+from .numerics import mixes_numerics
+from .verdicts import POINTS, Verdict, cell_table, effect_drift, judge
 
 PROFILE = "custom"
 # Each paper chapter's proposed method (its observations' method label), the default to compare against.
@@ -155,7 +158,8 @@ def compare(method, chapter: str, params=None, *, method_params: dict | None = N
     return Comparison(
         method=name, chapter=chapter, against=against, cell_keys=keys, observations=observations,
         ranking=ranking(observations, module.paper_observations(), keys, method_column), effects=cell_table(effects, list(keys), claim),
-        verdict=judge(effects, list(keys), claim), stored=stored, ran=ran, left_out=tuple(left_out))
+        verdict=judge(effects, list(keys), claim, widen=effect_drift() if mixes_numerics(new + chapters_own) else 0.0),
+        stored=stored, ran=ran, left_out=tuple(left_out))
 
 
 def missing_members_of(chapter: str) -> list[str]:

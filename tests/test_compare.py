@@ -39,6 +39,18 @@ def test_a_new_method_is_ranked_in_the_chapters_cells_against_its_proposed_metho
     # asked again with --reuse: nothing runs, every run comes from the records just made
     again = compare("plugin_methods:FedAvgM", "knfu", PARAMS, name="fedavgm_cmp", root=tmp_path, reuse=True)
     assert (again.ran, again.stored) == (0, 4) and again.ranking.equals(result.ranking)
+    # the chapter's runs stored as made on a machine not shown to compute alike: the interval widens
+    import json
+
+    from fedkd_core.verdicts import effect_drift
+    for path in (tmp_path / "custom" / "knfu").glob("*.json"):  # knfu made elsewhere, fedavgm_cmp here
+        stored = json.loads(path.read_text())
+        stored["environment"]["device_name"] = "Another CPU (family 1 model 1, AVX2)"
+        path.write_text(json.dumps(stored))
+    elsewhere = compare("plugin_methods:FedAvgM", "knfu", PARAMS, name="fedavgm_cmp", root=tmp_path, reuse=True)
+    assert elsewhere.verdict.interval.mean == pytest.approx(result.verdict.interval.mean)
+    assert elsewhere.verdict.interval.low == pytest.approx(result.verdict.interval.low - effect_drift())
+    assert "machines that round differently" in elsewhere.verdict.note
     # the command prints the same tables
     monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path))
     main(["plugin_methods:FedAvgM", "--chapter", "knfu", "--name", "fedavgm_cmp", "--reuse", "--against", "fedmd",
