@@ -45,8 +45,8 @@ from .conformance import registered_name
 from .contracts import check_needs
 from .experiment import ExperimentConfig, RunDiverged
 from .results import is_finished, run_experiment
-from .numerics import mixes_numerics
-from .verdicts import POINTS, Verdict, cell_table, effect_drift, judge
+from .numerics import drift_allowance
+from .verdicts import POINTS, Verdict, cell_table, judge
 
 PROFILE = "custom"
 # Each paper chapter's proposed method (its observations' method label), the default to compare against.
@@ -158,7 +158,7 @@ def compare(method, chapter: str, params=None, *, method_params: dict | None = N
     return Comparison(
         method=name, chapter=chapter, against=against, cell_keys=keys, observations=observations,
         ranking=ranking(observations, module.paper_observations(), keys, method_column), effects=cell_table(effects, list(keys), claim),
-        verdict=judge(effects, list(keys), claim, widen=effect_drift() if mixes_numerics(new + chapters_own) else 0.0),
+        verdict=judge(effects, list(keys), claim, widen=drift_allowance(new + chapters_own)),
         stored=stored, ran=ran, left_out=tuple(left_out))
 
 

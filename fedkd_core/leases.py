@@ -186,15 +186,14 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-def claims_in(results_root: Path, profile: str) -> dict[str, Path]:
-    """Key -> claim file of every claim of ``profile``."""
-    folder = results_root / ".claims" / profile
-    return {p.stem: p for p in folder.glob("*.claim")} if folder.exists() else {}
-
-
 def live_claims_of(results_root: Path, key: str) -> list[Path]:
     """The claim files of ``key`` under every profile whose worker is alive (not :func:`is_stale`)."""
     return [path for path in sorted((results_root / ".claims").glob(f"*/{key}.claim")) if not is_stale(path)]
+
+
+def saved_states_of(results_root: Path, key: str) -> list[Path]:
+    """The checkpoints of ``key`` that a worker of any profile saved (:func:`state_path`)."""
+    return sorted((results_root / ".claims").glob(f"*/{key}.state"))
 
 
 def yields_to_another(results_root: Path, profile: str, key: str) -> bool:
@@ -219,7 +218,7 @@ def adopt_state(results_root: Path, profile: str, key: str) -> bool:
     own = state_path(results_root, profile, key)
     if own.exists():
         return False
-    for other in sorted((results_root / ".claims").glob(f"*/{key}.state")):
+    for other in saved_states_of(results_root, key):
         if other.parent.name != profile and other.with_suffix(".claim") not in live_claims_of(results_root, key):
             own.parent.mkdir(parents=True, exist_ok=True)
             try:

@@ -24,6 +24,9 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from .results import outcome_fields, record_precision
+from .verdicts import effect_drift
+
 BENCHMARK_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 MIN_AGREEING_RUNS = 3  # records rerun identically in fp32 before two machines count as computing alike
 
@@ -76,9 +79,8 @@ def numerics_classes(machines, agreeing: list[tuple[str, str]]) -> dict[str, str
 
 def pairing_key(record) -> str:
     """What the runs an effect pairs share: the data (partition, clients, sizes), the seed and the
-    rounds; the method, its parameters, model and schedule may differ."""
-    from .results import outcome_fields  # a field added later, at the value that reproduces old runs, drops out
-
+    rounds; the method, its parameters, model and schedule may differ. A field added later, at the
+    value that reproduces older runs, drops out (``results.outcome_fields``)."""
     config = outcome_fields(record.config)
     return json.dumps({"data": config.get("data"), "seed": config.get("seed"), "rounds": config.get("rounds")},
                       sort_keys=True)
@@ -95,8 +97,6 @@ def mixed_pairings(records, classes: dict[str, str] | None = None) -> int:
     records = [record for record in records if hasattr(record, "config") and hasattr(record, "environment")]
     if classes is None:
         classes = numerics_classes({machine_of(r) for r in records}, agreeing_machines(rerun_pairs()))
-    from .results import record_precision
-
     groups: dict[str, set] = defaultdict(set)
     for record in records:  # agreement was measured in fp32: another precision is another class
         machine = machine_of(record)
@@ -107,3 +107,10 @@ def mixed_pairings(records, classes: dict[str, str] | None = None) -> int:
 def mixes_numerics(records, classes: dict[str, str] | None = None) -> bool:
     """Whether some effect of ``records`` pairs runs made on machines not shown to compute alike."""
     return mixed_pairings(records, classes) > 0
+
+
+def drift_allowance(records) -> float:
+    """Points a verdict on ``records`` widens its interval by on each side: the drift between
+    machines (:func:`fedkd_core.verdicts.effect_drift`) where :func:`mixes_numerics`, else 0. The
+    chapters' verdicts, the robustness variants and ``compare`` all take it from here."""
+    return effect_drift() if mixes_numerics(records) else 0.0

@@ -82,7 +82,7 @@ def load_grid(chapter: str, params_file: Path, robustness: bool = False, variant
     return params, experiments_to_run(module, params)
 
 
-def status(configs, profile: str) -> dict[str, list]:
+def status(configs) -> dict[str, list]:
     """The grid split into done (with "done_records", their records), diverged (a stored
     divergence: run, with no record), claimed by a live worker (of this or another profile that
     shares the run: ``leases.live_claims_of``), left (stale claims count as left)
@@ -422,13 +422,12 @@ def variant_lines(chapter: str, params, variants: tuple[str, ...], done: list) -
     return lines
 
 
-def resume_line(configs, profile: str) -> str:
+def resume_line(configs) -> str:
     """"3 of them resume from a checkpoint: ..." for the runs not done that have a saved state
     (``fedkd_core.checkpoint``: they restart from their last saved round, not round 1), else "".
     A state saved under another profile counts: the worker adopts it (``leases.adopt_state``)."""
     root = results_dir()
-    saved = [config for config in configs
-             if any((root / ".claims").glob(f"*/{config_hash(config)}.state"))]  # any profile's: adopted
+    saved = [config for config in configs if leases.saved_states_of(root, config_hash(config))]
     if not saved:
         return ""
     return (f"{len(saved)} of them resume from a checkpoint (their last saved round): "
@@ -503,7 +502,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--workers must be >= 1 (got {args.workers})")
 
     params, configs = load_grid(args.chapter, args.params, args.robustness, variants)
-    split = status(configs, params.profile)
+    split = status(configs)
     diverged = f"{len(split['diverged'])} diverged (stored), " if split["diverged"] else ""
     unreadable = f", {len(split['unreadable'])} unreadable" if split["unreadable"] else ""
     print(f"{args.chapter} ({params.profile}): {len(configs)} runs: {len(split['done'])} done, {diverged}"
@@ -513,7 +512,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.dry_run:
         if line := pace_line(split, pace_reference(args.chapter, params, robustness=args.robustness)):
             print(line)
-        if line := resume_line(split["left"] + split["claimed"], params.profile):
+        if line := resume_line(split["left"] + split["claimed"]):
             print(line)
         if args.robustness:
             print("\n".join(variant_lines(args.chapter, params, variants, split["done_records"])))
@@ -537,7 +536,7 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError as error:  # more workers than the GPUs take
             parser.error(str(error))
     print(f"finished in {time.perf_counter() - start:.0f} s" + (f", {failures} failure(s)" if failures else ""))
-    held = status(configs, params.profile)["claimed"]
+    held = status(configs)["claimed"]
     if held:
         print(f"{len(held)} run(s) are held by workers of another sweep and were not run here:")
         for config in held:

@@ -178,20 +178,22 @@ def commands(chapter: str, params_root: Path = PARAMS) -> list[tuple[str, str]]:
               f".venv/bin/papermill notebooks/{chapter}.ipynb {chapter}-out.ipynb "
               f"-f notebooks/params/quick/{chapter}.yaml")]
     for profile, paths in profile_files(chapter, params_root).items():
-        flag = " --robustness" if profile == "robustness" else ""
-        for path in paths:
-            lines.append((f"{profile} profile{'' if path.stem == chapter else f' ({path.stem})'}: run its grid "
-                          "(resumable; --workers N runs N at a time)",
-                          f".venv/bin/python -m fedkd_core.sweep {chapter} --params "
-                          f"notebooks/params/{profile}/{path.name}{flag} --workers 2"))
+        lines += [(f"{profile} profile{'' if path.stem == chapter else f' ({path.stem})'}: run its grid "
+                   "(resumable; --workers N runs N at a time)", sweep_command(chapter, profile, path.name))
+                  for path in paths]
     for profile, paths in rerun_files(chapter, params_root).items():
-        flag = " --robustness" if profile == "robustness" else ""
         moves = "the robustness column moves" if profile == "robustness" else "the verdicts move"
         lines += [(f"{profile} profile's rerun at a larger scale: run its grid ({moves} onto it once every run "
-                   "is finished; resumable)",
-                   f".venv/bin/python -m fedkd_core.sweep {chapter} --params notebooks/params/{profile}/redesign/"
-                   f"{path.name}{flag} --workers 2") for path in paths]
+                   "is finished; resumable)", sweep_command(chapter, profile, f"redesign/{path.name}"))
+                  for path in paths]
     return lines
+
+
+def sweep_command(chapter: str, profile: str, name: str) -> str:
+    """The sweep of ``notebooks/params/<profile>/<name>`` on 2 workers (a robustness grid's with
+    ``--robustness``)."""
+    flag = " --robustness" if profile == "robustness" else ""
+    return f".venv/bin/python -m fedkd_core.sweep {chapter} --params notebooks/params/{profile}/{name}{flag} --workers 2"
 
 
 def reproduce_html(chapter: str, times: pd.DataFrame, params_root: Path = PARAMS) -> str:

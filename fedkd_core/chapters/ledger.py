@@ -193,10 +193,10 @@ def judge_chapter(module, records, enforce_gate: bool = True, gates: dict | None
     judged on the same cells, :func:`~fedkd_core.verdicts.joint_gate`). Where an effect pairs runs
     from machines not shown to compute alike (:func:`fedkd_core.numerics.mixes_numerics`), the
     intervals are widened by the drift between machines, as a robustness variant's are."""
-    from ..numerics import mixes_numerics
+    from ..numerics import drift_allowance
 
     keys = list(module.EFFECT_CELL_KEYS)
-    widen = V.effect_drift() if mixes_numerics(records) else 0.0
+    widen = drift_allowance(records)
     observed = module.observations(records)
     final, best = module.effects_of(observed, "final"), module.effects_of(observed, "best")
     if gates is None:

@@ -198,15 +198,14 @@ def summarise_variant(module: ModuleType, records: list, enforce_gate: bool = Tr
     widened by the drift between machines (:data:`fedkd_core.verdicts.MACHINE_DRIFT`) where an
     effect pairs runs from machines not shown to compute alike (:func:`fedkd_core.numerics.mixes_numerics`,
     as the chapter's verdicts); ``enforce_gate``: the grid's (:class:`Grid`)."""
-    from ..numerics import mixes_numerics
-    from ..verdicts import claim_gates, effect_drift
+    from ..numerics import drift_allowance
+    from ..verdicts import claim_gates
 
     if not records:
         return pd.DataFrame(columns=EFFECT_COLUMNS)
     observed = module.observations(records)
     keys = list(module.EFFECT_CELL_KEYS)
-    widen = effect_drift() if mixes_numerics(records) else 0.0
-    return summarise_effects(module.effects_of(observed, "final"), keys, widen,
+    return summarise_effects(module.effects_of(observed, "final"), keys, drift_allowance(records),
                              claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN), enforce_gate)
 
 
