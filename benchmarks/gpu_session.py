@@ -34,6 +34,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -244,6 +245,17 @@ def paper_records(plan: Plan, clock: Clock, out: Path, margin: float = 45) -> di
     return {"ran": True, "seconds": round(seconds), "records": len(new), "exit": process.returncode}
 
 
+def guarded(name: str, step, summary: dict) -> list[dict]:
+    """``step()``'s rows; if it fails, its traceback goes into the summary and the session goes on
+    (a lent GPU is minutes long: one step's failure must not cost the others)."""
+    try:
+        return step()
+    except Exception:  # noqa: BLE001 - reported, not hidden: the traceback is printed and saved
+        summary.setdefault("failed", {})[name] = traceback.format_exc()
+        print(f"  {name} FAILED:\n{summary['failed'][name]}", flush=True)
+        return []
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
@@ -290,13 +302,13 @@ def main(argv: list[str] | None = None) -> None:
               "results folder; 'records agree' compares their final ALMA."))
     for name, title, step, note in steps:
         started = performance.beside_now()
-        rows = step()
+        rows = guarded(name, step, summary)
         summary[name] = rows
         if rows:
             performance.save_result(name, title, rows, started=started, note=note, command=command, root=args.out,
                                     beside_note="nothing else: the session's own steps, one after another")
     if not args.no_records:
-        summary["records"] = paper_records(plan, clock, args.out)
+        summary["records"] = guarded("records", lambda: paper_records(plan, clock, args.out), summary)
     (args.out / "gpu_session.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k == "records"}), flush=True)
 
