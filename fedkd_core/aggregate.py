@@ -26,8 +26,27 @@ def weighted_average(states: Sequence[StateDict], weights: Sequence[float]) -> d
     averaged = {}
     for key, first in states[0].items():
         if first.is_floating_point():
-            stacked = torch.stack([s[key].double() for s in states])
-            averaged[key] = (w.to(stacked.device).view(-1, *[1] * first.dim()) * stacked).sum(0).to(first.dtype)
+            averaged[key] = _average_key([s[key] for s in states], w, first)
         else:
             averaged[key] = first.clone()
     return averaged
+
+
+# What one slice of the average stacks, at most: the clients' values of a slice of one tensor, in
+# float64. Stacking a whole tensor would need 2 x clients x its size in float64 at once (3.5 GiB
+# for ResNet-18's largest layer at 100 clients, measured on an H200 in gpu_peak_memory); slices
+# bound it to ~2 x 64 MiB. Each element's sum over the clients is the same computation whatever
+# the slice it falls in, so the result does not depend on the slicing (tests/test_aggregate.py).
+SLICE_BYTES = 64 * 2**20
+
+
+def _average_key(values: list[torch.Tensor], w: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
+    """sum_k w_k * values[k] (``w`` normalised, float64) in ``first``'s dtype, slice by slice."""
+    flat = [v.reshape(-1) for v in values]
+    out = torch.empty(first.numel(), dtype=first.dtype, device=first.device)
+    step = max(1, SLICE_BYTES // (8 * len(values)))
+    weights = w.to(first.device).view(-1, 1)
+    for start in range(0, first.numel(), step):
+        stacked = torch.stack([v[start:start + step].double() for v in flat])
+        out[start:start + step] = (weights * stacked).sum(0).to(first.dtype)
+    return out.view(first.shape)

@@ -168,8 +168,9 @@ class RecordingClients(InProcessClients):
         self.rounds: list[dict] = []
 
     def update(self, algorithm, downloads: dict) -> dict:
+        sent = dict(downloads)  # the engine consumes ``downloads``
         uploads = super().update(algorithm, downloads)
-        self.rounds.append({"downloads": downloads, "uploads": uploads, "replies": {}})
+        self.rounds.append({"downloads": sent, "uploads": uploads, "replies": {}})
         return uploads
 
     def finish(self, algorithm, replies: dict) -> None:

@@ -174,8 +174,10 @@ class InProcessClients:
     engine (fedkd_core.flower) implements the same three methods with clients elsewhere."""
 
     def update(self, algorithm, downloads: dict) -> dict:
-        """Each client's update of the downloaded message; returns the uploads."""
-        return {k: self.step(algorithm, k, "update", message) for k, message in downloads.items()}
+        """Each client's update of the downloaded message; returns the uploads. Consumes
+        ``downloads``: each message is dropped once its client has used it, so a round holds one
+        message per client (a download or an upload), not both (a model per client on a GPU)."""
+        return {k: self.step(algorithm, k, "update", downloads.pop(k)) for k in list(downloads)}
 
     def finish(self, algorithm, replies: dict) -> None:
         """Each client's use of the server's reply (two-phase methods)."""
@@ -203,14 +205,16 @@ def _run_round(algorithm, round_index: int, selected: list[int], clients=IN_PROC
     bytes of every message. Client steps run where ``clients`` runs them."""
     algorithm.begin_round(round_index)
     downloads = {k: algorithm.download(k) for k in selected}
+    bytes_down = sum(message_bytes(m) for m in downloads.values())
     uploads = {k: on_device(m, algorithm.ctx.device) for k, m in clients.update(algorithm, downloads).items()}
+    del downloads  # consumed in-process; Flower's engine has sent them
     server_update(algorithm, uploads)
     replies = _replies(algorithm, selected)
     if replies:
         clients.finish(algorithm, replies)
     return {"clients": len(selected), "selected": list(selected),
             "bytes_up": sum(message_bytes(m) for m in uploads.values()),
-            "bytes_down": sum(message_bytes(m) for m in [*downloads.values(), *replies.values()])}
+            "bytes_down": bytes_down + sum(message_bytes(m) for m in replies.values())}
 
 
 def on_device(message: dict, device: torch.device) -> dict:

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fedkd_core.algorithms import ALGORITHMS
-from fedkd_core.memory import held_bytes, models_per_client, resident_dataset_bytes
+from fedkd_core.memory import _tensors, held_bytes, models_per_client, resident_dataset_bytes
 from fedkd_core.training import OptimizerStates
 from test_device import tiny
 
@@ -63,3 +63,41 @@ MODELS_PER_CLIENT = {
 def test_models_alive_per_client_at_the_server_step_stay_within_each_methods_budget(algorithm):
     assert algorithm in MODELS_PER_CLIENT, f"set a budget for {algorithm} (fedkd_core.memory.models_per_client)"
     assert models_per_client(tiny(algorithm)) <= MODELS_PER_CLIENT[algorithm] + 0.01
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "fedgmkd", "pfedme"])
+def test_no_download_is_alive_at_the_servers_step(algorithm):
+    """In-process clients drop each download once they have used it: at the server's step a round
+    holds the uploads, not also a copy of the global model per client (the H200 measured 9.1 GiB
+    at 50 ResNet-18 clients with the downloads kept, where the state alone is 4.9 GiB)."""
+    import gc
+    import weakref
+
+    from fedkd_core.algorithms import Context, algorithm_class, algorithm_config
+    from fedkd_core.experiment import _run_round
+    from fedkd_core.federation import build_federated_data
+
+    config = tiny(algorithm)
+    ctx = Context(data=build_federated_data(config.data, config.seed), model_name=config.model,
+                  train=config.train, device=torch.device("cpu"), seed=config.seed)
+    instance = algorithm_class(algorithm)(algorithm_config(algorithm, config.algorithm_params), ctx)
+    sent, alive_at_server_step = [], []
+    download, server_update = instance.download, instance.server_update
+
+    def recorded_download(client):
+        message = download(client)
+        sent.extend(weakref.ref(t) for t in message.values())
+        return message
+
+    def checked_server_update(uploads):
+        gc.collect()
+        held = {t.untyped_storage().data_ptr() for t in _tensors(instance, set())}  # the server's own state
+        copies = [ref() for ref in sent if ref() is not None]
+        alive_at_server_step.append(sum(t.untyped_storage().data_ptr() not in held for t in copies))
+        return server_update(uploads)
+
+    instance.download, instance.server_update = recorded_download, checked_server_update
+    for round_index in (1, 2):
+        _run_round(instance, round_index, list(range(config.data.num_clients)))
+    assert sent, "the method downloads nothing: pick one that does"
+    assert alive_at_server_step == [0, 0]
