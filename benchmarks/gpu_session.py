@@ -274,6 +274,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", default=None, metavar="CHAPTER:YAML",
                         help="step 4's sweep, YAML under notebooks/params/ (default fedgmkd:paper/fedgmkd.yaml)")
     parser.add_argument("--no-records", action="store_true", help="skip step 4")
+    parser.add_argument("--records-only", action="store_true",
+                        help="step 4 alone, the whole budget (steps 1-3 have results: benchmarks/results/gpu_*)")
     args = parser.parse_args(argv)
     plan = SMOKE if args.smoke else Plan()
     if args.sweep_params:
@@ -300,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
              ("gpu_sweep_workers", "Sweep workers on one GPU", lambda: workers_on_one_gpu(plan, clock),
               "The same runs of `quick/fedgmkd.yaml` swept with each number of workers, each into its own "
               "results folder; 'records agree' compares their final ALMA."))
-    for name, title, step, note in steps:
+    for name, title, step, note in steps[len(steps) if args.records_only else 0:]:
         started = performance.beside_now()
         rows = guarded(name, step, summary)
         summary[name] = rows

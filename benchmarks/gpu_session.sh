@@ -6,7 +6,7 @@
 #   cp ../shared/data/install.py ../shared/data/cifar10_jpeg.npz .gpu/
 #   .venv/bin/python -m pip download --no-deps -d .gpu finch-clust==0.2.3
 # then call the device tool's run with carry [".gpu"], timeout_s 600 and the command
-#   bash benchmarks/gpu_session.sh 520
+#   bash benchmarks/gpu_session.sh 520            # or: ... 520 --records-only (steps 1-3 ran on an H200, 2026-11-26)
 # Result files and records.tar.gz come back under $OUT: copy the result files to
 # benchmarks/results/, and unpack records.tar.gz in the repository root.
 set -uo pipefail
@@ -27,4 +27,4 @@ np.savez(target, **decode_jpeg_bundle(Path(".gpu/cifar10_jpeg.npz")))
 print(f"{target}: ready")
 PY
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 benchmarks/gpu_session.py --out "$out" --budget "$budget" 2>&1 | tee "$out/log.txt"
+python3 benchmarks/gpu_session.py --out "$out" --budget "$budget" "${@:2}" 2>&1 | tee "$out/log.txt"
