@@ -80,7 +80,17 @@ card.show_citation("fedgmkd")
 # ## Verdict
 #
 # Each claim of the paper, judged on committed records whatever profile this page was executed
-# with: the same rows as on the [Claims page](claims.ipynb). They rest on the 15-round reduced
+# with: the same rows as on the [Claims page](claims.ipynb). What they rest on, and which cells count,
+# follows the box.
+
+# %% tags=["remove-input"]
+from fedkd_core.chapters import ledger  # noqa: E402
+
+display(Markdown(chapter.verdict_basis_text()))
+verdict_rows = ledger.verdict_box(chapter)
+
+# %% [markdown]
+# **What the verdicts rest on.** They rest on the 15-round reduced
 # profile until every run of its rerun at the paper's 50 rounds is committed (a partial rerun
 # would judge each claim on whichever seeds and cells the sweep reached first), and then on the
 # rerun. At round 15, our cut, a cell whose runs were still rising, or were evaluated fewer than 10
@@ -90,12 +100,6 @@ card.show_citation("fedgmkd")
 # FedCKD's paper column); [below](#are-15-rounds-enough-the-rerun-at-the-paper-s-50-rounds), the
 # same verdicts with those cells left out. The tables further down show the records of this page's
 # profile.
-
-# %% tags=["remove-input"]
-from fedkd_core.chapters import ledger  # noqa: E402
-
-display(Markdown(chapter.verdict_basis_text()))
-verdict_rows = ledger.verdict_box(chapter)
 
 # %% [markdown]
 # ### Are 15 rounds enough? The rerun at the paper's 50 rounds
