@@ -122,9 +122,17 @@ def breakable(text: str) -> str:
     return escape(text).replace("_", "_<wbr>").replace("/", "/<wbr>")
 
 
+# A header of one word this short stays whole ("clients", not "client/s"); longer words and
+# several words may still break, so that a wide table fits the text column (book/_static/fedkd.css).
+WHOLE_WORD = 10
+
+
 def header_html(column) -> str:
-    """A column's header as :func:`breakable` text."""
-    return breakable(str(column))
+    """A column's header as :func:`breakable` text; one short word kept whole."""
+    text = str(column)
+    if len(text) <= WHOLE_WORD and not any(c.isspace() for c in text):
+        return f'<span class="fedkd-word">{escape(text)}</span>'
+    return breakable(text)
 
 
 def show(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "", settings=()) -> None:

@@ -39,7 +39,7 @@ def test_local_vs_fedavg_names_the_better_method_per_dataset_and_alpha():
     assert pivot["FedAvg global acc"].tolist() == pytest.approx([55.0, 95.0])
     assert "better" not in setting.local_vs_fedavg(RUNS[RUNS.algorithm == "local"])
     headers = tables.html(pivot)
-    assert "<th>dataset</th>" in headers and "<th>alpha</th>" in headers and "data." not in headers
+    assert '<span class="fedkd-word">dataset</span>' in headers and '<span class="fedkd-word">alpha</span>' in headers and "data." not in headers
 
 
 def pivot_of(rows) -> pd.DataFrame:

@@ -27,7 +27,7 @@ def test_html_has_no_index_no_nan_and_joins_pivot_headers():
     pivot = frame.pivot_table(index="clients", columns="metric", values="value", dropna=False)
     text = tables.html(pivot, digits=2, legend="a legend")
     assert "nan" not in text.lower() and "0.12" in text and "0.123456" not in text
-    assert "<th>clients</th>" in text and "fedkd-legend" in text
+    assert '<th><span class="fedkd-word">clients</span></th>' in text and "fedkd-legend" in text
     assert tables.html(frame.set_index("metric")).count("<th>") == 3  # the index became a column
 
 
@@ -83,14 +83,24 @@ def test_a_pivot_header_shows_its_settings_exactly():
 
 def test_rows_left_by_filtering_show_no_index_column_but_a_named_index_is_kept():
     frame = pd.DataFrame({"method": ["A", "B", "C"], "mean": [1.0, 2.0, 3.0]}, index=[0, 10, 11])
-    assert "<th>index</th>" not in tables.html(frame) and tables.html(frame).count("<th>") == 2
+    assert ">index<" not in tables.html(frame) and tables.html(frame).count("<th>") == 2
     labelled = frame.set_index("method")
-    assert "<th>method</th>" in tables.html(labelled) and "<th>index</th>" not in tables.html(labelled)
+    assert '<span class="fedkd-word">method</span>' in tables.html(labelled) and ">index<" not in tables.html(labelled)
 
 
 def test_headers_can_wrap_after_underscores_and_are_escaped():
     """The book wraps headers at word boundaries only, so a snake_case header needs its own
     break opportunities; the text a reader sees is unchanged."""
     text = tables.html(pd.DataFrame({"seconds_per_client_round": [1.0], "a<b": [2.0], "rerun": ["paper/knfu_x.yaml"]}))
-    assert "<th>seconds_<wbr>per_<wbr>client_<wbr>round</th>" in text and "<th>a&lt;b</th>" in text
+    assert "<th>seconds_<wbr>per_<wbr>client_<wbr>round</th>" in text and '<th><span class="fedkd-word">a&lt;b</span></th>' in text
     assert "<td>paper/<wbr>knfu_<wbr>x.yaml</td>" in text
+
+
+def test_a_short_one_word_header_stays_whole_and_longer_ones_may_wrap():
+    """"clients" must not render as "client/s" in a narrow column; a header of several words, or
+    one long word, keeps its break opportunities so that a wide table still fits."""
+    text = tables.html(pd.DataFrame({"clients": [1], "final": [2.0], "gate at round 15": ["flat"],
+                                     "participation_rate": [0.1]}))
+    assert '<th><span class="fedkd-word">clients</span></th>' in text
+    assert '<th><span class="fedkd-word">final</span></th>' in text
+    assert "<th>gate at round 15</th>" in text and "<th>participation_<wbr>rate</th>" in text
