@@ -26,7 +26,7 @@ def weighted_average(states: Sequence[StateDict], weights: Sequence[float]) -> d
     averaged = {}
     for key, first in states[0].items():
         if first.is_floating_point():
-            averaged[key] = _average_key([s[key] for s in states], w, first)
+            averaged[key] = _average_key([s[key] for s in states], w)
         else:
             averaged[key] = first.clone()
     return averaged
@@ -40,8 +40,9 @@ def weighted_average(states: Sequence[StateDict], weights: Sequence[float]) -> d
 SLICE_BYTES = 64 * 2**20
 
 
-def _average_key(values: list[torch.Tensor], w: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
-    """sum_k w_k * values[k] (``w`` normalised, float64) in ``first``'s dtype, slice by slice."""
+def _average_key(values: list[torch.Tensor], w: torch.Tensor) -> torch.Tensor:
+    """sum_k w_k * values[k] (``w`` normalised, float64) in the values' dtype, slice by slice."""
+    first = values[0]
     flat = [v.reshape(-1) for v in values]
     out = torch.empty(first.numel(), dtype=first.dtype, device=first.device)
     step = max(1, SLICE_BYTES // (8 * len(values)))

@@ -50,14 +50,20 @@ def _tensors(value, seen: set[int]):
                 yield from _tensors(item, seen)
 
 
-def held_bytes(*objects) -> int:
-    """Bytes of the distinct tensor storages ``objects`` hold (a storage shared by several tensors
-    counts once; an algorithm's ``ctx`` is left out)."""
+def held_storages(*objects) -> dict[int, int]:
+    """The distinct tensor storages ``objects`` hold: address -> bytes (an algorithm's ``ctx`` is
+    left out)."""
     storages = {}
     for t in (t for obj in objects for t in _tensors(obj, set())):
         storage = t.untyped_storage()
         storages[storage.data_ptr()] = storage.nbytes()
-    return sum(storages.values())
+    return storages
+
+
+def held_bytes(*objects) -> int:
+    """Bytes of the distinct tensor storages ``objects`` hold (a storage shared by several tensors
+    counts once; an algorithm's ``ctx`` is left out)."""
+    return sum(held_storages(*objects).values())
 
 
 def model_bytes(model: nn.Module) -> int:

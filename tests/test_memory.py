@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fedkd_core.algorithms import ALGORITHMS
-from fedkd_core.memory import _tensors, held_bytes, models_per_client, resident_dataset_bytes
+from fedkd_core.memory import held_bytes, held_storages, models_per_client, resident_dataset_bytes
 from fedkd_core.training import OptimizerStates
 from test_device import tiny
 
@@ -91,7 +91,7 @@ def test_no_download_is_alive_at_the_servers_step(algorithm):
 
     def checked_server_update(uploads):
         gc.collect()
-        held = {t.untyped_storage().data_ptr() for t in _tensors(instance, set())}  # the server's own state
+        held = held_storages(instance)  # the server's own state
         copies = [ref() for ref in sent if ref() is not None]
         alive_at_server_step.append(sum(t.untyped_storage().data_ptr() not in held for t in copies))
         return server_update(uploads)
