@@ -93,6 +93,7 @@ test: data
 benchmark: data
 	$(BIN)/python benchmarks/local_training.py --samples 1024
 	$(BIN)/python benchmarks/fedavg_round.py
+	$(BIN)/python benchmarks/mixture_threads.py
 
 clean:
 	rm -rf book/_build book/chapters

@@ -61,6 +61,7 @@ from sklearn.preprocessing import StandardScaler
 from torch.nn import functional as F
 
 from ..aggregate import weighted_average
+from ..host_threads import on_one_host_thread
 from ..training import cross_entropy_loss, predict_features, train
 from .shapes.base import Algorithm, Message, parameters_message
 from .shapes.from_global import UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
@@ -188,12 +189,14 @@ class ClientKnowledge(NamedTuple):
     components: torch.Tensor  # (C,) int64, GMM components chosen by BIC (0: no mixture fitted)
 
 
+@on_one_host_thread
 def class_prototypes(features: torch.Tensor, labels: torch.Tensor, num_classes: int,
                      logits: torch.Tensor | None = None, *, temperature: float = 1.0, prototype: str = "gmm",
                      min_components: int = 1, max_components: int = 6, random_state: int = 0) -> ClientKnowledge:
     """Per class j: the prototype ĥ^j of ``prototype``'s rule (Eq. 5 for "gmm") on the features
     (fitted in float64), the count N^j, and the soft prediction q̂^j = mean of softmax(logits/T)
-    (Eq. 3 with the code's temperature; the class mean, which Eq. 5 on z reduces to)."""
+    (Eq. 3 with the code's temperature; the class mean, which Eq. 5 on z reduces to). The fits run
+    on one host thread (:mod:`fedkd_core.host_threads`)."""
     check_choice(prototype, PROTOTYPES, "prototype")
     x = features.detach().double().cpu().numpy()
     y = labels.detach().cpu().numpy()

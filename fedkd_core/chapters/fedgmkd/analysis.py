@@ -12,6 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 
 from ...algorithms.fedgmkd import best_gmm_by_bic, code_prototype, eq5_prototype, gmm_prototype
+from ...host_threads import on_one_host_thread
 from .grid import Params, data_config
 
 # The component counts the real-feature demonstration also fits at, whatever BIC picks.
@@ -59,6 +60,7 @@ def hand_made_mixture(seed: int = 1) -> np.ndarray:
     return np.concatenate([rng.normal(centre, 1.0, (count, 2)) for centre, count in zip(MIXTURE_CENTRES, MIXTURE_COUNTS)])
 
 
+@on_one_host_thread
 def mixture_identity(min_components: int = 1, max_components: int = 6, tolerances=TOLERANCES,
                      seed: int = 1) -> pd.DataFrame:
     """On :func:`hand_made_mixture`: the number of components BIC picks among min..max (as the runs
@@ -102,6 +104,12 @@ def prototype_identity(params: Params, seed: int = 0, epochs: int = 2, fixed=FIX
     BIC's M and at each fixed M, the mean largest responsibility at each fixed M, ‖class mean‖,
     ‖code prototype‖."""
     features, labels = client_features(params, seed, epochs)
+    return class_identity_rows(features, labels, params, fixed)
+
+
+@on_one_host_thread
+def class_identity_rows(features: np.ndarray, labels: np.ndarray, params: Params, fixed=FIXED_COMPONENTS) -> pd.DataFrame:
+    """:func:`prototype_identity`'s rows for given features and labels (the fits on one host thread)."""
     fit = {"min_components": params.min_components, "max_components": params.max_components, "random_state": 0}
     rows = []
     for j in np.unique(labels):
