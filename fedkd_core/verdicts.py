@@ -385,8 +385,9 @@ def claim_methods(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], obser
     methods: dict[str, set] = {claim: set() for claim in claims}
     for name in observations[method].unique():
         for moved in _moved_effects(effects_of, observations, method, name, value):
+            changed = _changed_rows(full, moved, keys, claims)
             for claim in claims:
-                if _effect_changed(full, moved, keys, claim):
+                if claim not in changed or len(changed[claim]):  # an effect that disappears is a change
                     methods[claim].add(name)
     return methods
 
@@ -405,19 +406,15 @@ def _moved_effects(effects_of, observations: pd.DataFrame, method: str, name, va
             for shift in (far, -far)]
 
 
-def _changed_rows(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], claim: str) -> pd.DataFrame:
-    """The ``keys`` of the rows where ``claim``'s effect in ``moved`` differs from ``full`` (an
-    effect that disappears counts as a change)."""
-    both = full[keys + [claim]].merge(moved[keys + [claim]], on=keys, how="left", suffixes=("", " moved"))
-    changed = ~np.isclose(both[claim].to_numpy(dtype=float), both[f"{claim} moved"].to_numpy(dtype=float),
-                          equal_nan=True)
-    return both.loc[changed, keys]
-
-
-def _effect_changed(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], claim: str) -> bool:
-    """Whether ``claim``'s effect in ``moved`` differs from ``full`` in any cell and seed (a claim
-    or an effect that disappears counts as a change)."""
-    return claim not in moved or len(_changed_rows(full, moved, keys, claim)) > 0
+def _changed_rows(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], claims: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Per claim of ``claims`` that ``moved`` still has, the ``keys`` of the rows where its effect
+    in ``moved`` differs from ``full`` (an effect that disappears from a row counts as a change).
+    One merge serves every claim: the rows are matched on ``keys`` alone."""
+    present = [claim for claim in claims if claim in moved]
+    both = full[keys + present].merge(moved[keys + present], on=keys, how="left", suffixes=("", " moved"))
+    return {claim: both.loc[~np.isclose(both[claim].to_numpy(dtype=float), both[f"{claim} moved"].to_numpy(dtype=float),
+                                        equal_nan=True), keys]
+            for claim in present}
 
 
 def claim_gates(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
@@ -457,9 +454,8 @@ def claims_cell_sources(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame],
         source = source if isinstance(source, tuple) else (source,)
         moved = effects_of(observations.assign(**{value: values.where(~observations.index.isin(runs.index), values + far)}),
                            value)
-        for claim in (c for c in claims if c in moved):
-            changed = _changed_rows(full, moved, keys + ["seed"], claim)[keys]
-            for target in changed.drop_duplicates().itertuples(index=False, name=None):
+        for claim, changed in _changed_rows(full, moved, keys + ["seed"], claims).items():
+            for target in changed[keys].drop_duplicates().itertuples(index=False, name=None):
                 if tuple(target) != source:
                     sources[claim].setdefault(tuple(target), set()).add(source)
     return sources
