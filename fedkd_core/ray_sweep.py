@@ -22,7 +22,8 @@ or a shared disk; else the node's own, ``results.results_dir``).
 
 The driver claims the runs it sends (leases: ``fedkd_core.leases``, with their heartbeat), so a local
 sweep or another driver on the same results folder leaves them alone and ``--dry-run`` counts them
-as claimed. Ray is imported only here, and only when ``--ray`` is given.
+as claimed; it leaves a run that a live sweep of another profile claimed first and adopts the
+checkpoint a stopped one left, as a local sweep does. Ray is imported only here, and only when ``--ray`` is given.
 """
 
 from __future__ import annotations
@@ -283,19 +284,24 @@ def bar_label(label: str, cluster_cpus: float, cpus: float, gpus: float) -> str:
 
 def _claim_pending(configs, profile: str, limit: int | None, heartbeat: leases.Heartbeat) -> list[tuple]:
     """(config, claim) of each run to send: not finished, and claimed here (not by a live
-    worker of another sweep), at most ``limit``."""
+    worker of another sweep, nor by one of another profile that shares the run: the claim started
+    first keeps it, as in a local sweep), at most ``limit``. A checkpoint that a stopped sweep of
+    another profile left for the run is adopted, so the task resumes from it."""
     root, taken = results_dir(), []
     for config in configs:
         if limit is not None and len(taken) >= limit:
             break
         if is_finished(config):
             continue
-        claim = leases.claim_path(root, profile, config_hash(config))
+        key = config_hash(config)
+        claim = leases.claim_path(root, profile, key)
         if not leases.try_claim(claim):
             continue
-        if is_finished(config):  # finished by another worker just before our claim
+        # finished by another worker just before our claim, or held by a sweep of another profile
+        if is_finished(config) or leases.yields_to_another(root, profile, key):
             leases.release(claim)
             continue
+        leases.adopt_state(root, profile, key)
         heartbeat.add(claim)
         taken.append((config, claim))
     return taken

@@ -208,3 +208,26 @@ def test_runs_no_node_can_take_are_refused_before_anything_waits_for_ever():
     assert ray_sweep.run_gpus(ray_sweep.RayOptions("auto"), cluster_gpus=8) == 0.25  # --per-gpu 4, as locally
     assert ray_sweep.run_gpus(ray_sweep.RayOptions("auto"), cluster_gpus=0) == 0
     assert ray_sweep.run_gpus(ray_sweep.RayOptions("auto", run_gpus=0.5), cluster_gpus=8) == 0.5
+
+
+def test_a_run_another_profiles_live_sweep_claimed_first_is_left_and_a_stopped_ones_checkpoint_adopted(results):
+    """As a local sweep does (tests/test_sweep.py): two profiles may share a run (FedGMKD's 50-round
+    grid and rerun), so the driver leaves a run that a live sweep of another profile claimed first,
+    and takes over the checkpoint that a stopped one left, so the task resumes from it."""
+    from fedkd_core.results import results_dir
+
+    root = results_dir()
+    held, saved, free = (replace(TINY, seed=seed) for seed in (11, 12, 13))
+    other = leases.claim_path(root, "robustness", config_hash(held))
+    other.parent.mkdir(parents=True, exist_ok=True)
+    other.write_text(json.dumps({**leases._this_process(), "started": 0.0, "heartbeat": 60.0}))
+    left = leases.state_path(root, "robustness", config_hash(saved))
+    left.write_bytes(b"saved round 3")
+    with leases.Heartbeat() as heartbeat:
+        taken = ray_sweep._claim_pending([held, saved, free], "smoke", None, heartbeat)
+    assert [config for config, _ in taken] == [saved, free]
+    assert not leases.claim_path(root, "smoke", config_hash(held)).exists()  # ours released, theirs kept
+    assert other.exists()
+    assert leases.state_path(root, "smoke", config_hash(saved)).read_bytes() == b"saved round 3" and not left.exists()
+    for _, claim in taken:
+        leases.release(claim)
