@@ -15,18 +15,15 @@
 # # FedGMKD: GMM prototypes and discrepancy-aware aggregation
 #
 # Prototype methods (FedProto, FedHKD, FPL) let clients share, per class, a summary of their
-# feature space instead of (or beside) their models. Zhang, Shan and Han propose to make those
-# summaries richer and their aggregation smarter: **cluster knowledge fusion** (CKF) fits a
-# Gaussian mixture to each class's features and uploads a mixture prototype and a soft
-# prediction per class; **discrepancy-aware aggregation** (DAT) weighs each client's knowledge of
-# a class by its share of the class, lowered by how far its soft prediction is from the
-# consensus (DAT: *discrepancy-aware technique*, the paper's name). Clients then align their features to the global prototypes and their classifier to
-# the global soft predictions. This chapter implements FedGMKD from the paper and, as a variant,
-# from its released code; runs it against the eight baselines of the paper's Table 1 on CIFAR-10;
-# and checks what the equations actually compute. Clients' data follow a Dirichlet *partition*
-# Dir(β): each client's class shares drawn from a Dirichlet distribution with parameter β (the
-# smaller β, the more skewed). Accuracies: *local* is each client's model on its own test set,
-# *global* the aggregated model on the whole test set.
+# feature space instead of (or beside) their models. Zhang, Shan and Han make the summary a
+# Gaussian mixture's prototype and soft prediction per class (**cluster knowledge fusion**, CKF)
+# and weigh each client's knowledge of a class by its share of the class, lowered by how far its
+# soft prediction is from the consensus (**discrepancy-aware aggregation**, DAT). This chapter
+# implements FedGMKD from the paper and from its released code, runs it against the eight
+# baselines of the paper's Table 1 on CIFAR-10 split by Dir(β) (each client's class shares drawn
+# from a Dirichlet distribution; the smaller β, the more skewed), and checks what the equations
+# compute. *Local* accuracy is each client's model on its own test set, *global* the aggregated
+# model on the whole test set.
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -86,8 +83,8 @@ card.show_citation("fedgmkd")
 # %% tags=["remove-input"]
 from fedkd_core.chapters import ledger  # noqa: E402
 
-display(Markdown(chapter.verdict_basis_text()))
 verdict_rows = ledger.verdict_box(chapter)
+display(Markdown(chapter.verdict_basis_text()))
 
 # %% [markdown]
 # **What the verdicts rest on.** They rest on the 15-round reduced
@@ -172,7 +169,8 @@ LABELS = {key: method.label for key, method in chapter.METHODS.items()}
 # ## The method
 #
 # A model is a feature extractor $F$ with a 32-dimensional output $h = F(x)$ and a linear
-# classifier $C$. A round $r$ of FedGMKD (paper §3, Algorithm 1), all clients participating:
+# classifier $C$. (The paper names DAT the *discrepancy-aware technique*; we say aggregation, which is
+# what it does.) A round $r$ of FedGMKD (paper §3, Algorithm 1), all clients participating:
 #
 # 1. **Local training.** Client $i$ starts from the global model $W^{r-1}$ and minimises (Eq. 13)
 #
