@@ -3,6 +3,7 @@
     bash benchmarks/gpu_session.sh                       # on the lent GPU machine (sets up, then this)
     python benchmarks/gpu_session.py --out DIR --budget 540
     python benchmarks/gpu_session.py --out DIR --device cpu --smoke   # the same steps, seconds, on a CPU
+    python benchmarks/gpu_session.py --out DIR --steps gpu_peak_memory  # step 2, then step 4 with the rest
 
 A GPU is lent to a session by chance, for about 15 minutes, so everything it should answer runs
 here in order, each step inside what is left of ``--budget`` seconds:
@@ -256,6 +257,20 @@ def guarded(name: str, step, summary: dict) -> list[dict]:
         return []
 
 
+def chosen_steps(steps: tuple, names: str | None, records_only: bool, error) -> tuple:
+    """The steps of ``steps`` (name first in each) that ``--steps`` names, in their order; all by
+    default, none with ``--records-only``; ``error`` is called with the unknown names."""
+    if records_only:
+        return ()
+    if names is None:
+        return steps
+    wanted = {name.strip() for name in names.split(",") if name.strip()}
+    unknown = wanted - {step[0] for step in steps}
+    if unknown:
+        error(f"--steps: unknown {sorted(unknown)}; the steps are {[step[0] for step in steps]}")
+    return tuple(step for step in steps if step[0] in wanted)
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
@@ -276,6 +291,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-records", action="store_true", help="skip step 4")
     parser.add_argument("--records-only", action="store_true",
                         help="step 4 alone, the whole budget (steps 1-3 have results: benchmarks/results/gpu_*)")
+    parser.add_argument("--steps", default=None, metavar="NAMES",
+                        help="which of steps 1-3 run, comma-separated: gpu_determinism, gpu_peak_memory, "
+                             "gpu_sweep_workers (default all; e.g. --steps gpu_peak_memory to confirm a memory fix "
+                             "and give step 4 the rest)")
     args = parser.parse_args(argv)
     plan = SMOKE if args.smoke else Plan()
     if args.sweep_params:
@@ -302,7 +321,8 @@ def main(argv: list[str] | None = None) -> None:
              ("gpu_sweep_workers", "Sweep workers on one GPU", lambda: workers_on_one_gpu(plan, clock),
               "The same runs of `quick/fedgmkd.yaml` swept with each number of workers, each into its own "
               "results folder; 'records agree' compares their final ALMA."))
-    for name, title, step, note in () if args.records_only else steps:
+    chosen = chosen_steps(steps, args.steps, args.records_only, parser.error)
+    for name, title, step, note in chosen:
         started = performance.beside_now()
         rows = guarded(name, step, summary)
         summary[name] = rows

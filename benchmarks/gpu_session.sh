@@ -7,6 +7,8 @@
 #   .venv/bin/python -m pip download --no-deps -d .gpu finch-clust==0.2.3
 # then call the device tool's run with carry [".gpu"], timeout_s 600 and the command
 #   bash benchmarks/gpu_session.sh 520            # or: ... 520 --records-only (steps 1-3 ran on an H200, 2026-11-26)
+#   or: ... 520 --steps gpu_peak_memory (confirms a528c6a's memory fix and fea4774's one-thread mixture
+#   fits: FedGMKD's seconds against FedAvg's; step 4 gets the rest of the budget)
 # Result files and records.tar.gz come back under $OUT: copy the result files to
 # benchmarks/results/, and unpack records.tar.gz in the repository root.
 set -uo pipefail

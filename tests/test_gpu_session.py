@@ -88,3 +88,14 @@ def test_the_session_runs_its_steps_on_a_cpu_and_writes_its_result_files(session
     assert all(row["records agree"] == "2 shared, equal" for row in sweeps)
     written = {path.name.split("-")[0] for path in out.glob("*.json")}
     assert written == {"gpu_determinism", "gpu_peak_memory", "gpu_sweep_workers", "gpu_session.json"}
+
+
+def test_steps_picks_the_named_steps_in_their_order_and_refuses_unknown_names(session):
+    steps = (("gpu_determinism", 1), ("gpu_peak_memory", 2), ("gpu_sweep_workers", 3))
+    errors = []
+    assert session.chosen_steps(steps, None, False, errors.append) == steps
+    assert session.chosen_steps(steps, "gpu_sweep_workers, gpu_peak_memory", False, errors.append) == steps[1:]
+    assert session.chosen_steps(steps, None, True, errors.append) == ()  # --records-only
+    assert session.chosen_steps(steps, "", False, errors.append) == () and not errors
+    session.chosen_steps(steps, "gpu_peak_memroy", False, errors.append)
+    assert errors and "gpu_peak_memroy" in errors[0] and "gpu_peak_memory" in errors[0]
