@@ -261,6 +261,8 @@ def chosen_steps(steps: tuple, names: str | None, records_only: bool, error) -> 
     """The steps of ``steps`` (name first in each) that ``--steps`` names, in their order; all by
     default, none with ``--records-only``; ``error`` is called with the unknown names."""
     if records_only:
+        if names is not None:
+            error("--steps and --records-only: give one (--records-only runs none of steps 1-3)")
         return ()
     if names is None:
         return steps

@@ -82,8 +82,9 @@ def main(argv: list[str] | None = None) -> None:
             started=started, beside_note=args.beside,
             note=f"One client's per-class GMM fits (BIC over 1-6 full-covariance components; {SAMPLES} synthetic "
                  f"{DIMENSIONS}-d features in {CLASSES} classes), timed with every BLAS and OpenMP pool limited to "
-                 "each thread count. On matrices this small a thread team costs more than the arithmetic, so "
-                 "the package fits on one thread (`fedkd_core.host_threads`), whatever the machine.",
+                 "each thread count. On matrices this small the threads' spin-waiting between calls costs more than "
+                 "the arithmetic (with OMP_WAIT_POLICY=PASSIVE two threads take one thread's time), so the "
+                 "package fits on one thread (`fedkd_core.host_threads`), whatever the machine.",
             extra={"order": 4, "digits": {"seconds per client": 3, "x one thread": 1}})
 
 

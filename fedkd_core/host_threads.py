@@ -1,14 +1,15 @@
 """Small host-side linear algebra on one thread.
 
-OpenBLAS and OpenMP (scikit-learn's k-means) wake a team of threads for every call. On matrices as
-small as one class's features (tens of samples, 32 dimensions) the team's start and spin-waits cost
-far more than the arithmetic: FedGMKD's per-class mixture fits for one client (500 samples, 10
-classes, 1-6 components each) took 5.1-5.2 s with the 2 threads both libraries take by default on a
-2-core AMD EPYC Zen 5 and 0.16-0.18 s on one, with the same prototypes (nothing else running;
-``benchmarks/mixture_threads.py``). A run with OMP_NUM_THREADS unset (a sweep, a chapter run outside
-``make``) paid that per client and round; on a GPU host with 16 cores it likely explains why FedGMKD's
-2-round run at 50 clients took 171.5 s against FedAvg's 13.7 s (measured before this limit). One
-thread gives the numbers of the records, which ran single-threaded.
+OpenBLAS and OpenMP (scikit-learn's k-means) run every call on a team of threads, and by default
+the team's threads spin while they wait for the next call. On matrices as small as one class's
+features (tens of samples, 32 dimensions) the waiting costs more than the arithmetic. FedGMKD's
+per-class mixture fits for one client (500 samples, 10 classes, 1-6 components each) on a 2-core
+AMD EPYC Zen 5 (``benchmarks/mixture_threads.py``): 0.09 s on one thread and 0.60-0.67 s on the
+two threads the libraries take by default with nothing else running; beside two busy processes 0.16 s
+against 5.2 s. With ``OMP_WAIT_POLICY=PASSIVE`` (no spinning) the two-thread time falls to the
+one-thread time, so the spinning, not the arithmetic, is what costs. A run with OMP_NUM_THREADS
+unset (a sweep, a chapter run outside ``make``) paid that per client and round. One thread gives
+the same prototypes (the benchmark compares them), the ones of the records, which ran single-threaded.
 """
 
 from __future__ import annotations

@@ -286,7 +286,8 @@ def _claim_pending(configs, profile: str, limit: int | None, heartbeat: leases.H
     """(config, claim) of each run to send: not finished, and claimed here (not by a live
     worker of another sweep, nor by one of another profile that shares the run: the claim started
     first keeps it, as in a local sweep), at most ``limit``. A checkpoint that a stopped sweep of
-    another profile left for the run is adopted, so the task resumes from it."""
+    another profile left for the run is adopted, so the task resumes from it where its node can
+    write the driver's results folder (``checkpoint_folder``; elsewhere it starts from round 1)."""
     root, taken = results_dir(), []
     for config in configs:
         if limit is not None and len(taken) >= limit:

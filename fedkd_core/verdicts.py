@@ -411,10 +411,12 @@ def _changed_rows(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], clai
     in ``moved`` differs from ``full`` (an effect that disappears from a row counts as a change).
     One merge serves every claim: the rows are matched on ``keys`` alone."""
     present = [claim for claim in claims if claim in moved]
-    both = full[keys + present].merge(moved[keys + present], on=keys, how="left", suffixes=("", " moved"))
-    return {claim: both.loc[~np.isclose(both[claim].to_numpy(dtype=float), both[f"{claim} moved"].to_numpy(dtype=float),
+    # the moved effects under integer labels: no claim's name (a string) can collide with them
+    renamed = moved[keys + present].set_axis(keys + list(range(len(present))), axis=1)
+    both = full[keys + present].merge(renamed, on=keys, how="left")
+    return {claim: both.loc[~np.isclose(both[claim].to_numpy(dtype=float), both[i].to_numpy(dtype=float),
                                         equal_nan=True), keys]
-            for claim in present}
+            for i, claim in enumerate(present)}
 
 
 def claim_gates(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,

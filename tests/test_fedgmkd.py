@@ -389,26 +389,31 @@ def test_presets_fill_only_unset_fields():
 
 
 def test_mixture_fits_run_on_one_host_thread_whatever_the_caller_allows(monkeypatch):
-    """BLAS and OpenMP teams cost 30-40x the arithmetic of a class's small fit (fedkd_core.host_threads):
-    every fit sees one thread even where the caller allows two, the caller's limit comes back after,
-    and the prototypes are those of a single-threaded run."""
+    """Thread teams cost several times the arithmetic of a class's small fit (fedkd_core.host_threads):
+    every pool (each BLAS and OpenMP library loaded, by its file) is at one thread during every fit
+    even where the caller allows two, the caller's limit comes back after, and the prototypes are
+    those the same fits give on two threads."""
     from threadpoolctl import threadpool_info, threadpool_limits
+
+    def pools() -> dict:
+        return {pool["filepath"]: pool["num_threads"] for pool in threadpool_info()}
 
     seen = []
     fit = GaussianMixture.fit
 
     def recording_fit(self, x, y=None):
-        seen.append({pool["internal_api"]: pool["num_threads"] for pool in threadpool_info()})
+        seen.append(pools())
         return fit(self, x, y)
 
     g = torch.Generator().manual_seed(0)
     features, labels = torch.randn(120, 4, generator=g), torch.arange(120) % 3
-    with threadpool_limits(limits=1):
-        single = class_prototypes(features, labels, 3, max_components=2)
+    with threadpool_limits(limits=2):
+        two_threads = class_prototypes.__wrapped__(features, labels, 3, max_components=2)  # without the limit
     monkeypatch.setattr(GaussianMixture, "fit", recording_fit)
     with threadpool_limits(limits=2):
-        allowed = class_prototypes(features, labels, 3, max_components=2)
-        after = {pool["internal_api"]: pool["num_threads"] for pool in threadpool_info()}
-    assert len(seen) == 6 and all(set(pools.values()) == {1} for pools in seen)
+        limited = class_prototypes(features, labels, 3, max_components=2)
+        after = pools()
+    assert len(seen) == 6 and all(set(threads.values()) == {1} for threads in seen)
     assert set(after.values()) == {2}
-    assert torch.equal(single.prototypes, allowed.prototypes) and torch.equal(single.components, allowed.components)
+    assert torch.equal(two_threads.prototypes, limited.prototypes)
+    assert torch.equal(two_threads.components, limited.components)

@@ -97,5 +97,7 @@ def test_steps_picks_the_named_steps_in_their_order_and_refuses_unknown_names(se
     assert session.chosen_steps(steps, "gpu_sweep_workers, gpu_peak_memory", False, errors.append) == steps[1:]
     assert session.chosen_steps(steps, None, True, errors.append) == ()  # --records-only
     assert session.chosen_steps(steps, "", False, errors.append) == () and not errors
+    session.chosen_steps(steps, "gpu_peak_memory", True, errors.append)
+    assert errors and "--records-only" in errors.pop()
     session.chosen_steps(steps, "gpu_peak_memroy", False, errors.append)
     assert errors and "gpu_peak_memroy" in errors[0] and "gpu_peak_memory" in errors[0]

@@ -198,6 +198,18 @@ def test_the_gate_of_a_claim_reads_every_method_its_effect_reads():
     assert {claim: bool(gate.converged["c"]) for claim, gate in gates.items()} == {
         "A > B": True, "A best of the methods run": False, "every personal method beats G": True}
 
+def test_claims_whose_names_extend_one_another_are_read_apart():
+    """All claims' effects are compared in one merge: a claim named like another plus " moved" (the
+    suffix a merge would add) must not be mistaken for the other's moved column."""
+    def effects_of(frame: pd.DataFrame, value: str) -> pd.DataFrame:
+        wide = frame.pivot_table(index=["cell", "seed"], columns="method", values=value)
+        return pd.DataFrame({"A > B": wide.A - wide.B, "A > B moved": wide.A - wide.C}, index=wide.index).reset_index()
+
+    observations = pd.DataFrame([{"cell": "c", "method": m, "seed": s, "final": f, "evaluations": 12, "late_gain": 0.2}
+                                 for s in range(3) for m, f in (("A", 0.9), ("B", 0.8), ("C", 0.7))])
+    assert V.claim_methods(effects_of, observations, ["cell"]) == {"A > B": {"A", "B"}, "A > B moved": {"A", "C"}}
+
+
 def paper_chapter_effects(frame: pd.DataFrame, value: str) -> pd.DataFrame:
     wide = frame.pivot_table(index=["cell", "seed"], columns="method", values=value)
     return pd.DataFrame({"A > B": wide.A - wide.B}, index=wide.index).reset_index()
