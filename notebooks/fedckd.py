@@ -235,14 +235,19 @@ print(f"{len(every)} runs; profiles: {sorted(set(r.profile for r in every))} ({l
 # fewer training images and fewer rounds (the hyperparameter table gives both profiles' values), so
 # every method sees less data for less time, and all of them are expected to land below the
 # paper's numbers; what it tests is the *order* of the methods. The quick and smoke profiles are
-# smaller still.
+# smaller still. Rows of profile `paper` are the paper-scale column
+# (`notebooks/params/paper/fedckd_fmnist100.yaml`) as far as its sweep has got: `(1 seed)` says how
+# many of its three seeds a cell has, runs that diverged are listed under the tables, and the
+# verdicts move to the column only once every run of it is finished.
 
 # %% tags=["hide-input"]
 main = ours["main"]
+paper_records, paper_diverged = chapter.paper_column()
+main_and_paper = pd.concat([main, chapter.summary(paper_records)], ignore_index=True) if paper_records else main
 
 
 def show_comparison(setting: str, title: str) -> pd.DataFrame:
-    table = chapter.compare_accuracy(main, setting)
+    table = chapter.compare_accuracy(main_and_paper, setting)
     ran = table[table.seeds > 0]
     cells = ["dataset", "clients", "algorithm"]
     display(Markdown(f"**{title}** — {len(ran[cells].drop_duplicates())} of {len(table[cells].drop_duplicates())} "
@@ -250,7 +255,8 @@ def show_comparison(setting: str, title: str) -> pd.DataFrame:
     if len(ran):
         display(HTML(tables.paper_layout(table, ["algorithm"], ["dataset", "clients"], method="algorithm",
                                          baseline="FedAvg", names={"dataset": "", "clients": "n ="}, digits=2)))
-    absent = table[table.seeds == 0].groupby(["dataset", "clients"], sort=False)["ours"].first()
+    columns = table.groupby(["dataset", "clients"], sort=False)
+    absent = columns["ours"].first()[columns["seeds"].max() == 0]  # columns with no run of any method
     if len(absent):
         tables.show(absent.rename("status").reset_index())
     return table
@@ -258,6 +264,10 @@ def show_comparison(setting: str, title: str) -> pd.DataFrame:
 
 table1 = show_comparison("practical", "Table I — practical setting, Dir(α)")
 table2 = show_comparison("pathological", "Table II — pathological setting")
+if paper_diverged:
+    display(Markdown("Runs of the paper-scale column that diverged (no accuracy; stored as `.diverged.json`): "
+                     + "; ".join(f"{chapter.METHOD_NAMES[d.algorithm]}, {d.config['data']['partition']}, seed "
+                                 f"{d.config['seed']}: {d.error}, in round {d.round}" for d in paper_diverged)))
 
 # %% [markdown]
 # The best-round accuracy (pFedSD's code reports the best mean over rounds, which may be what

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields, replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -385,3 +386,17 @@ def test_the_verdicts_rest_on_the_paper_scale_column_only_once_all_its_runs_are_
     assert f"rest on the **paper** profile's {runs} committed records" in chapter.verdict_basis_text(tmp_path)
 
 
+
+
+def test_the_paper_column_shows_only_its_own_main_grid_runs_and_its_divergences():
+    """Tables I-II show the paper-scale column as far as it has run: its committed records and its
+    diverged runs, of its main grid only (not the reduced profile's, not Table IV's γ = 1 run)."""
+    from fedkd_core.chapters import fedckd
+    from fedkd_core.results import config_hash
+
+    committed = Path(__file__).resolve().parents[1] / "results"
+    records, diverged = fedckd.paper_column(committed)
+    main = {config_hash(config) for config in fedckd.grids(fedckd.PAPER_FMNIST100)["main"]}
+    assert records and {record.key for record in records} <= main
+    assert all(record.profile == "paper" and record.config["data"]["num_clients"] == 100 for record in records)
+    assert {d.key for d in diverged} <= main and not {d.key for d in diverged} & {r.key for r in records}

@@ -30,7 +30,8 @@ from .hyperparameters import hyperparameter_table, settings_columns
 from .paper import (ACCURACY_TABLES, paper_accuracy_table, paper_accuracy_tables, paper_table3, paper_table4,
                     paper_table5)
 from .profiles import PAPER_FMNIST100, REDUCED_PROFILE, RERUNS, ROBUSTNESS_BASE
-from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, experiments_to_run, method_differences, paper_scale_records,
+from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, experiments_to_run, method_differences, paper_column,
+                      paper_scale_records,
                       records_and_runs, reduced_profile_records, reduced_records_by_grid)
 from .robustness import ROBUSTNESS
 from .tables import (NOT_REPRODUCED, annealing_gains, annealing_table, compare_accuracy, fairness_table,
@@ -47,7 +48,7 @@ __all__ = [
     "fairness_table", "fig5_differences", "forgetting_by_round", "forgetting_text", "forgetting_trace", "grids",
     "hyperparameter_table", "images_text", "kl_sharpness", "ledger_rows", "logit_sharpness",
     "main_grid", "method_differences", "observations", "offline_copy", "paper_accuracy_table", "paper_accuracy_tables",
-    "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",
+    "paper_column", "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",
     "parse_scenarios", "per_client_counts", "per_client_difference", "records_and_runs", "reduced_profile_records",
     "reduced_records_by_grid", "run_config", "scale_text", "scenarios_text", "sensitivity_grid", "sensitivity_table",
     "settings_columns", "summary", "verdict_basis", "verdict_basis_text",

@@ -39,6 +39,15 @@ def paper_scale_records(root=None) -> list:
     return stored_records(grid["main"] + grid["annealing"], root)
 
 
+def paper_column(root=None) -> tuple[list, list]:
+    """Tables I-II's cells of :data:`PAPER_FMNIST100` as far as they have run: the committed records
+    of its main grid and the runs of it that diverged (``results.Divergence``; nothing is run)."""
+    from ...results import stored_divergences, stored_records
+
+    configs = grids(PAPER_FMNIST100)["main"]
+    return stored_records(configs, root), stored_divergences(configs, root)
+
+
 def cell_of(run) -> tuple:
     """(dataset, setting, clients, participation, alpha, model, algorithm, gamma) of an
     ExperimentConfig or RunRecord: what a table cell holds whatever the scale (pool, rounds,
