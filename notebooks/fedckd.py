@@ -247,7 +247,7 @@ main_and_paper = pd.concat([main, chapter.summary(paper_records)], ignore_index=
 
 
 def show_comparison(setting: str, title: str) -> pd.DataFrame:
-    table = chapter.compare_accuracy(main_and_paper, setting)
+    table = chapter.compare_accuracy(main_and_paper, setting, paper_diverged)
     ran = table[table.seeds > 0]
     cells = ["dataset", "clients", "algorithm"]
     display(Markdown(f"**{title}** — {len(ran[cells].drop_duplicates())} of {len(table[cells].drop_duplicates())} "

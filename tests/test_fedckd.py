@@ -400,3 +400,23 @@ def test_the_paper_column_shows_only_its_own_main_grid_runs_and_its_divergences(
     assert records and {record.key for record in records} <= main
     assert all(record.profile == "paper" and record.config["data"]["num_clients"] == 100 for record in records)
     assert {d.key for d in diverged} <= main and not {d.key for d in diverged} & {r.key for r in records}
+
+
+def test_a_cell_whose_only_run_diverged_says_so_and_one_with_a_record_shows_the_record():
+    from types import SimpleNamespace
+
+    from fedkd_core.chapters import fedckd
+
+    def diverged(algorithm, partition, seed, round_index, clients=100):
+        config = {"data": {"dataset": "fashion_mnist", "partition": partition, "num_clients": clients}, "seed": seed}
+        return SimpleNamespace(config=config, algorithm=algorithm, round=round_index)
+
+    ours = pd.DataFrame([{"dataset": "fashion_mnist", "setting": "pathological", "clients": 100, "algorithm": "fedper",
+                          "alma": 0.97, "profile": "paper", "rounds": 100, "precision": "fp32", "seed": 0}])
+    runs = [diverged("lg_fedavg", "pathological", 0, 53), diverged("lg_fedavg", "pathological", 2, 61),
+            diverged("fedper", "pathological", 1, 9), diverged("pfedme", "dirichlet", 0, 4)]
+    table = fedckd.compare_accuracy(ours, "pathological", runs).set_index(["dataset", "clients", "algorithm"])
+    assert table.loc[("fashion_mnist", 100, "LG-FedAvg"), "ours"] == "diverged (seed 0, round 53; seed 2, round 61)"
+    assert table.loc[("fashion_mnist", 100, "FedPer"), "ours"].startswith("97.00")  # its record, not the divergence
+    assert table.loc[("fashion_mnist", 100, "pFedMe"), "ours"] == "not run"  # diverged in the other setting
+    assert table.loc[("fashion_mnist", 20, "LG-FedAvg"), "ours"] == "not run"

@@ -45,13 +45,26 @@ def summary(records) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def compare_accuracy(ours: pd.DataFrame, setting: str) -> pd.DataFrame:
+def diverged_cells(diverged, setting: str) -> dict[tuple, str]:
+    """(dataset, the paper's client scale, algorithm) -> "diverged (seed s, round r)" for the
+    runs of ``diverged`` (``results.Divergence``) in ``setting``."""
+    cells: dict[tuple, list[str]] = {}
+    for run in diverged:
+        data = run.config["data"]
+        if SETTING_OF_PARTITION[data["partition"]] == setting:
+            key = (data["dataset"], paper_scale(int(data["num_clients"])), run.algorithm)
+            cells.setdefault(key, []).append(f"seed {run.config['seed']}, round {run.round}")
+    return {key: f"diverged ({'; '.join(runs)})" for key, runs in cells.items()}
+
+
+def compare_accuracy(ours: pd.DataFrame, setting: str, diverged=()) -> pd.DataFrame:
     """Table I or II: the paper's cells beside ours (final ALMA, mean ± std over seeds, %), one
     row per profile that ran the cell, with its rounds.
 
     Our runs are set beside the paper's scenario of the nearest client scale (n = 20 or 100;
-    column ``our n`` says what ran). Cells of datasets without an offline copy say so; other
-    cells without a run say "not run".
+    column ``our n`` says what ran). Cells of datasets without an offline copy say so; a cell whose
+    only runs diverged (``diverged``: ``results.Divergence``) says so; other cells without a run say
+    "not run".
     """
     from ...report import compare_with_paper, mean_std_per_profile
 
@@ -64,6 +77,10 @@ def compare_accuracy(ours: pd.DataFrame, setting: str) -> pd.DataFrame:
     table.insert(3, "our n", [our_n.get(tuple(row), "") for row in table[keys + ["profile"]].itertuples(index=False)])
     missing = [not offline_copy(d) for d in table.dataset]
     table.loc[missing, "ours"] = [NOT_REPRODUCED.format(dataset=d) for d in table.dataset[missing]]
+    texts = diverged_cells(diverged, setting)
+    only_diverged = [row.seeds == 0 and (row.dataset, row.clients, row.algorithm) in texts for row in table.itertuples()]
+    table.loc[only_diverged, "ours"] = [texts[(d, n, a)] for d, n, a in
+                                        table.loc[only_diverged, ["dataset", "clients", "algorithm"]].itertuples(index=False)]
     table["algorithm"] = table.algorithm.map(METHOD_NAMES)
     return table
 
