@@ -420,3 +420,7 @@ def test_a_cell_whose_only_run_diverged_says_so_and_one_with_a_record_shows_the_
     assert table.loc[("fashion_mnist", 100, "FedPer"), "ours"].startswith("97.00")  # its record, not the divergence
     assert table.loc[("fashion_mnist", 100, "pFedMe"), "ours"] == "not run"  # diverged in the other setting
     assert table.loc[("fashion_mnist", 20, "LG-FedAvg"), "ours"] == "not run"
+    from fedkd_core import tables
+
+    shown = tables.paper_layout(table.reset_index(), ["algorithm"], ["dataset", "clients"], method="algorithm")
+    assert "diverged (seed 0, round 53; seed 2, round 61)" in shown and "97.00" in shown  # the layout says it too
