@@ -186,9 +186,8 @@ def scored(table: pd.DataFrame, keys: list[str], method: str | None, baseline: s
 
 def cell_html(row, at_paper_scale: bool, baseline: str | None, method: str, digits: int) -> tuple[str, str]:
     """(CSS class, inner HTML) of one method in one column of :func:`paper_layout`."""
-    if missing(row.mean_ours):  # "not run", or why not (e.g. "diverged (seed 0, round 53)")
-        why = row.ours if isinstance(row.ours, str) and row.ours else "not run"
-        return NOT_RUN, f"{escape(why)}<br><small>paper {escape(row.paper)}</small>"
+    if missing(row.mean_ours):  # compare_with_paper's "not run", or a chapter's reason (e.g. "diverged (...)")
+        return NOT_RUN, f"{escape(row.ours)}<br><small>paper {escape(row.paper)}</small>"
     ours = escape(row.ours)
     if missing(row.mean_paper):
         return "", f"{ours}<br><small>paper: {DASH}</small>"

@@ -78,9 +78,8 @@ def compare_accuracy(ours: pd.DataFrame, setting: str, diverged=()) -> pd.DataFr
     missing = [not offline_copy(d) for d in table.dataset]
     table.loc[missing, "ours"] = [NOT_REPRODUCED.format(dataset=d) for d in table.dataset[missing]]
     texts = diverged_cells(diverged, setting)
-    only_diverged = [row.seeds == 0 and (row.dataset, row.clients, row.algorithm) in texts for row in table.itertuples()]
-    table.loc[only_diverged, "ours"] = [texts[(d, n, a)] for d, n, a in
-                                        table.loc[only_diverged, ["dataset", "clients", "algorithm"]].itertuples(index=False)]
+    table["ours"] = [texts.get(cell, ours) if seeds == 0 else ours for cell, seeds, ours
+                     in zip(zip(table.dataset, table.clients, table.algorithm), table.seeds, table.ours)]
     table["algorithm"] = table.algorithm.map(METHOD_NAMES)
     return table
 
