@@ -22,6 +22,7 @@ from .checkpoint import Checkpoints, RunState
 from .federation import DataConfig, FederatedData, build_federated_data
 from .models import check_model_name
 from .precision import reproducible
+from .prediction_memo import PredictionMemo
 from .randomness import SERVER, party_randomness
 from .training import NonFiniteLoss, TrainConfig, correct_predictions
 
@@ -121,6 +122,7 @@ def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.devic
     algorithm = algorithm_class(config.algorithm)(algorithm_config(config.algorithm, config.algorithm_params), ctx)
     sampler = np.random.default_rng([config.seed, 2])
     global_test = _global_test_indices(data, config)
+    memo = PredictionMemo()  # unchanged models (clients that sat rounds out) are not scored again
     history = []
     totals = {"train_seconds": 0.0, "bytes_up": 0, "bytes_down": 0}
     resumed = checkpoints.load(ctx) if checkpoints else None
@@ -141,7 +143,7 @@ def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.devic
                       "bytes_down": totals["bytes_down"] + traffic["bytes_down"]}
             if round_index % config.eval_every == 0 or round_index == config.rounds:
                 with clients.states_for_evaluation(algorithm, list(range(data.num_clients))):
-                    scores = evaluate(algorithm, data, global_test, config.train.mixed_precision)
+                    scores = evaluate(algorithm, data, global_test, config.train.mixed_precision, memo)
                 row = {"round": round_index, **traffic, "seconds": seconds, **scores, **algorithm.round_metrics()}
                 history.append(row)
                 bar.set_postfix(alma=f"{row['alma']:.3f}")
@@ -302,11 +304,14 @@ def check_finite(algorithm, users: dict) -> None:
             "lower its learning rate(s) or check its hyperparameters")
 
 
-def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_precision: bool | str = False) -> dict:
+def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_precision: bool | str = False,
+             memo: PredictionMemo | None = None) -> dict:
     """ALMA and its spread over clients; the global model's accuracy when there is one.
 
     Each distinct model is run once, over the union of the test samples it is scored on (all of
     FedAvg's clients use the global model), and every client's accuracy is read off that run.
+    With a ``memo`` (one per run) a model byte-identical to one scored in the previous evaluation
+    on the same samples is not run again (:mod:`fedkd_core.prediction_memo`); the scores are the same.
     A model with non-finite weights raises :class:`DivergedError`.
     """
     global_model = algorithm.global_model()
@@ -318,11 +323,14 @@ def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_prec
         users.setdefault(id(global_model), (global_model, []))
     check_finite(algorithm, users)
     accuracies, global_acc = [float("nan")] * data.num_clients, None
+    memo = memo or PredictionMemo()
+    memo.start_evaluation()
     for model, clients in users.values():
         scored = [data.client_test[k] for k in clients] + ([global_test] if model is global_model else [])
         union = np.unique(np.concatenate(scored))
-        correct = correct_predictions(model, data.dataset, union, split=data.test_split,
-                                      mixed_precision=mixed_precision)
+        correct = memo.outcome(model, union, data.test_split, str(mixed_precision),
+                               lambda: correct_predictions(model, data.dataset, union, split=data.test_split,
+                                                           mixed_precision=mixed_precision))
         for k in clients:
             accuracies[k] = _share_correct(correct, union, data.client_test[k])
         if model is global_model:
