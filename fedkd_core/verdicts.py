@@ -206,20 +206,35 @@ def versus_paper(ours: Interval, word: str, paper: "Verdict | None") -> str:
     cells is *holds* (or *partly*) and both have a 95% interval: for our *holds* / *partly*,
     "smaller than the paper's" (our interval wholly below the paper's), "larger than the paper's"
     (wholly above) or "consistent with the paper's" (they overlap); for our *inconclusive*, "rules
-    out the paper's effect" where our interval lies wholly below the paper's. "" otherwise: the
-    paper's tables do not show the claim (their verdict column says so), the paper's verdict is on
-    cells we did not run, or our word already says it."""
+    out the paper's effect" where our interval lies wholly below the paper's. Where the paper
+    prints no spread (its interval is its point value alone), the same comparison with that value,
+    named: "below the paper's +5.0 (no spread printed)", "above ...", "consistent with ...", "rules
+    out the paper's +1.6 (no spread printed)". "" otherwise: the paper's tables do not show the
+    claim (their verdict column says so), the paper's verdict is on cells we did not run, or our
+    word already says it."""
     if paper is None or paper.word not in (HOLDS, PARTLY) or "paper's own cells" in paper.note:
         return ""
     theirs = paper.interval
-    if any(np.isnan(v) for v in (ours.low, ours.high, theirs.low, theirs.high)):
+    if any(np.isnan(v) for v in (ours.low, ours.high, theirs.mean)):
         return ""
+    if np.isnan(theirs.low) or np.isnan(theirs.high):
+        return _versus_point(ours, word, theirs.mean)
     below, above = ours.high < theirs.low, ours.low > theirs.high
     if word in (HOLDS, PARTLY):
         return "smaller than the paper's" if below else "larger than the paper's" if above else "consistent with the paper's"
     if word == INCONCLUSIVE and below:
         return "rules out the paper's effect"
     return ""
+
+
+def _versus_point(ours: Interval, word: str, point: float) -> str:
+    """:func:`versus_paper` against a paper's effect printed without a spread: where ``point`` lies
+    relative to our 95% interval."""
+    named = f"the paper's {point:+.1f} (no spread printed)"
+    if word in (HOLDS, PARTLY):
+        return (f"below {named}" if ours.high < point else f"above {named}" if ours.low > point
+                else f"consistent with {named}")
+    return f"rules out {named}" if word == INCONCLUSIVE and ours.high < point else ""
 
 
 def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_table: pd.DataFrame | None = None,
