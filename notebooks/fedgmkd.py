@@ -86,27 +86,18 @@ from fedkd_core.chapters import ledger  # noqa: E402
 verdict_rows = ledger.verdict_box(chapter)
 display(Markdown(chapter.verdict_basis_text()))
 
-# %% [markdown]
-# **What the verdicts rest on.** They rest on the 15-round reduced
-# profile until every run of its rerun at the paper's 50 rounds is committed (a partial rerun
-# would judge each claim on whichever seeds and cells the sweep reached first), and then on the
-# rerun. At round 15, our cut, a cell whose runs were still rising, or were evaluated fewer than 10
-# times, does not count: a claim with no cell left is *untested at this scale*, with the reason.
-# At round 50, the paper's own budget on the paper's 500 images per client, a method still rising
-# is the paper's protocol, so every cell counts and the note says how many were still rising (as
-# FedCKD's paper column); [below](#are-15-rounds-enough-the-rerun-at-the-paper-s-50-rounds), the
-# same verdicts with those cells left out. The tables further down show the records of this page's
-# profile.
+# %% tags=["remove-input"]
+basis = chapter.verdict_basis()
+moved = basis.params == chapter.REDESIGN_PROFILE
+display(Markdown(chapter.resting_text(moved)))
 
 # %% [markdown]
-# ### Are 15 rounds enough? The rerun at the paper's 50 rounds
+# ### Stopping at 15 rounds or at 50: what it costs
 #
-# At round 15, the reduced profile's budget, the gate finds most methods still rising, so most
-# claims were *untested at this scale*. The same grid at the paper's T = 50
-# (`notebooks/params/reduced/redesign/fedgmkd.yaml`) replaces the reduced profile in the verdicts
-# once every run is committed. Each of its runs passes through round 15, so it shows what stopping
-# there costs: per method and client count, global accuracy (%) read as the chapter reads it (mean
-# of the last 5 evaluations) at round 15 and at the end, and the convergence gate's word at each
+# The reduced profile stops at round 15; its rerun (`notebooks/params/reduced/redesign/fedgmkd.yaml`)
+# runs the same grid to the paper's T = 50. Each rerun passes through round 15, so it shows what
+# stopping there costs: per method and client count, global accuracy (%) read as the chapter reads it
+# (mean of the last 5 evaluations) at round 15 and at the end, and the convergence gate's word at each
 # (the method's mean late gain over seeds, in points over the last 20% of the rounds; 1 point or
 # more is "rising").
 
@@ -133,7 +124,7 @@ else:
 # claim with the still-rising cells left out (⚑ where the words differ).
 
 # %% tags=["hide-input"]
-if chapter.verdict_basis().params == chapter.REDESIGN_PROFILE:
+if moved:
     tables.show(chapter.gate_sensitivity(redesign_runs),
                 legend="Effects in accuracy points with 95% intervals; cells: those counted by each reading.")
 else:
@@ -286,15 +277,15 @@ tables.show(pd.DataFrame(differences, columns=["item", "paper", "released code",
 # FedGMKD's §4.4 gives each baseline one or two settings; the rest come from the baselines'
 # official code (the notes' §3 gives the source of each). Every method shares the model,
 # optimiser and data of its profile. One column per profile: the profile this page was executed
-# with, the reduced profile, whose committed records the results tables below show, and the
-# profile the verdicts rest on (one column where they coincide).
+# with, and the one whose committed records the tables below show and the verdicts rest on (one
+# column where they coincide).
 
 # %% tags=["hide-input"]
 from fedkd_core.chapters.datafiles import profile_columns  # noqa: E402
 
 shown_profiles = chapter.profiles_shown(params)
-tables.show(chapter.settings_table(profile_columns([(params, "this page"), (chapter.REDUCED_PROFILE, "the committed records"),
-                                                   (chapter.verdict_basis().params, "the verdicts")])))
+tables.show(chapter.settings_table(profile_columns([(params, "this page"),
+                                                   (basis.params, "the records shown, the verdicts")])))
 
 # %% [markdown]
 # ## The split
@@ -321,18 +312,22 @@ plots.caption(fig, "A panel per profile of the table above, computed here from t
 # ## Runs
 #
 # This profile's grid runs here (`run_grid` returns a stored record when the same
-# configuration has run before). Cells that the committed records of the **reduced** profile
-# cover are shown from those records, in every profile, as long as this profile runs the reduced
-# profile's method (model, optimiser, GMM size, the FedGMKD options `min_components`, `dat_a`, `dat_reference`, `kd_on`, `max_grad_norm`; only the scale differs) and `reuse_reduced` is on.
+# configuration has run before). Cells that the committed records the **verdicts rest on** cover
+# (the 50-round rerun once it is complete, else the 15-round reduced profile) are shown from those
+# records, in every profile, as long as this profile runs the reduced profile's method (model,
+# optimiser, GMM size, the FedGMKD options `min_components`, `dat_a`, `dat_reference`, `kd_on`,
+# `max_grad_norm`; only the scale differs) and `reuse_reduced` is on. So the tables below show the
+# runs the verdict box judges.
 
 # %%
-reduced_records = chapter.reduced_profile_records()
+reduced_records = basis.records
 runs = run_grid(chapter.experiments_to_run(params, reduced_records), profile=params.profile, progress=False)
 records = list({r.key: r for r in reduced_records + runs}.values())
 if message := reuse_message(params, chapter.method_differences(params)):
     print(message)
 ours = chapter.summary(records, last=params.last_rounds)
-print(f"{len(runs)} runs of this profile ({params.profile}), {len(reduced_records)} records of the reduced profile; "
+print(f"{len(runs)} runs of this profile ({params.profile}), {len(reduced_records)} records of the reduced profile "
+      f"({basis.params.rounds} rounds, the verdicts' records); "
       f"{sum(r.timings['total_seconds'] for r in records):.0f} s of compute in their records")
 
 # %% [markdown]
@@ -356,12 +351,13 @@ def show(ours_table: pd.DataFrame, paper: pd.DataFrame, keys: list[str], title: 
                                   key_names={"metric": "", "lam": "λ", "gamma": "γ", "alpha": "β ="})
 
 
-reduced = chapter.REDUCED_PROFILE
+reduced = basis.params
+budget = "the paper's 50 rounds" if reduced.rounds == chapter.PAPER_ROUNDS else f"{reduced.rounds} rounds instead of 50"
 display(Markdown(
-    f"**What the reduced profile changes:** it keeps the paper's data, clients, optimiser and local epochs, but trains "
-    f"{reduced.model} ({chapter.parameter_count(reduced.model):,} parameters) instead of ResNet-18 with the 32-d code "
-    f"({chapter.parameter_count('resnet18_code32'):,}) for {reduced.rounds} rounds instead of 50, so its accuracies "
-    "are lower, and what can be compared is the ordering of the methods within a column."))
+    f"**What the records shown change:** they keep the paper's data, clients, optimiser, local epochs and "
+    f"{budget}, but train {reduced.model} ({chapter.parameter_count(reduced.model):,} parameters) instead of "
+    f"ResNet-18 with the 32-d code ({chapter.parameter_count('resnet18_code32'):,}), so their accuracies are lower, "
+    "and what can be compared is the ordering of the methods within a column."))
 table1_ours = chapter.accuracy_per_profile(chapter.table1_rows(ours, params.alpha), KEYS)
 paper1 = chapter.paper_table1()
 table1 = show(table1_ours, paper1, KEYS, f"Table 1 — CIFAR-10, Dir({params.alpha})")

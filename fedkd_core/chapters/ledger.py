@@ -159,7 +159,7 @@ def basis_text(basis: VerdictBasis, rerun: str, moved: bool) -> str:
     ``rerun`` they move to are finished (committed or diverged), whether they have ``moved``, and
     the profile (with its scale and runs) that the verdicts are judged on now."""
     complete = "the verdicts have moved to it" if moved else "the verdicts move to it once all of them are"
-    return (f"**{basis.rerun_finished} of the {basis.rerun_planned} runs** of {rerun} are finished (committed, or diverged), and {complete}. The verdicts below "
+    return (f"**{basis.rerun_finished} of the {basis.rerun_planned} runs** of {rerun} are finished (committed, or diverged), and {complete}. The verdicts "
             f"rest on the **{basis.params.profile}** profile's {len(basis.records)} committed records ({basis.scale}).")
 
 

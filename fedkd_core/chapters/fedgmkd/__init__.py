@@ -26,7 +26,7 @@ from .analysis import (FIXED_COMPONENTS, TOLERANCES, hand_made_mixture, mixture_
                        prototype_identity)
 from .claims import (ABLATION_CLAIMS, EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, TABLE1_CLAIMS, claim_effects,
                      effects_of, ledger_rows, observations, paper_observations, scale_text, verdict_basis,
-                     verdict_basis_text)
+                     verdict_basis_text, resting_text)
 from .grid import (FEDGMKD_OPTIONS, FEDGMKD_ROWS, METHODS, PAPER_METHODS, TABLE3_METHODS, Method, Params, ablation_grid,
                    data_config, experiments, method_params, paper_reading, parse_pairs, run_config, settings_table,
                    shared_setting, table1_grid, table5_grid, used_here)
@@ -45,7 +45,7 @@ __all__ = [
     "ABLATION_CLAIMS", "DATASET_REASON", "EFFECT_CELL_KEYS", "FEDGMKD_OPTIONS", "FEDGMKD_ROWS", "FIXED_COMPONENTS",
     "METHODS", "METHOD_COLUMN", "PAPER_METHODS", "PAPER_MODEL", "PAPER_ROUNDS", "PAPER_RUNS", "REDESIGN_PROFILE", "REDUCED_PROFILE",
     "redesign_records", "round_budget_table", "gate_sensitivity", "gate_text", "late_reading", "scale_text",
-    "verdict_basis", "verdict_basis_text", "window_mean", "ROBUSTNESS", "ROBUSTNESS_BASE", "ROBUSTNESS_RERUN", "robustness_grid",
+    "verdict_basis", "verdict_basis_text", "resting_text", "window_mean", "ROBUSTNESS", "ROBUSTNESS_BASE", "ROBUSTNESS_RERUN", "robustness_grid",
     "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "TOLERANCES", "Method", "Params", "ablation_grid",
     "accuracy_per_profile", "at_default_weights", "cell_of", "claim_effects", "cost_table", "data_config",
     "effects_of", "experiments", "experiments_to_run", "fedgmkd_cost", "first_places", "first_places_text",

@@ -130,6 +130,24 @@ def verdict_basis_text(root=None) -> str:
     return basis_text(basis, rerun, basis.params == REDESIGN_PROFILE)
 
 
+def resting_text(moved: bool) -> str:
+    """The chapter's paragraph on what its verdicts rest on: the 50-round rerun once it is complete
+    (``moved``, :func:`verdict_basis`), else the 15-round reduced profile under the gate."""
+    if not moved:
+        return ("**What the verdicts rest on.** The 15-round reduced profile, until every run of its rerun at the "
+                "paper's 50 rounds is committed (a partial rerun would judge each claim on whichever seeds and cells "
+                "the sweep reached first). At round 15, our cut, a cell whose runs were still rising, or were "
+                "evaluated fewer than 10 times, does not count: a claim with no cell left is *untested at this "
+                "scale*, with the reason. The tables further down show the records the verdicts rest on.")
+    return ("**What the verdicts rest on.** The rerun at the paper's 50 rounds, which is complete. At round 50, "
+            "the paper's own budget on the paper's 500 images per client, a method still rising is the paper's "
+            "protocol, so every cell counts and each verdict's note says how many cells were still rising (as in "
+            "FedCKD's paper column); [below](#stopping-at-15-rounds-or-at-50-what-it-costs), the same verdicts with "
+            "those cells left out, and what stopping at the reduced profile's round 15 costs. At round 15 the "
+            "convergence gate found most methods still rising, so the 15-round records decide nothing now. The "
+            "tables further down show the rerun's records, the ones the verdicts judge.")
+
+
 def ledger_rows(root=None) -> pd.DataFrame:
     """FedGMKD's claims for the book's Claims page, judged on :func:`verdict_basis`'s records
     (and its use of the convergence gate); the claims on SVHN, CIFAR-100 and IMDB are
