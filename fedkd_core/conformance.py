@@ -139,7 +139,10 @@ def contract_check(config: ExperimentConfig, data: FederatedData) -> str:
         assert holder is not None and all(hasattr(holder, m) for m in ("__contains__", "__getitem__", "__delitem__")), \
             f"CLIENT_STATE names {field!r}, which must be a dict from client to model or tensor (or PersonalModels)"
     check_needs(cls.__qualname__, cls.NEEDS, [config])
-    return f"members present; CLIENT_STATE {list(cls.CLIENT_STATE)}; NEEDS {sorted(cls.NEEDS)}"
+    kept = ", ".join(cls.CLIENT_STATE) or "none"
+    needs = ", ".join(sorted(cls.NEEDS)) or "none"
+    return (f"members present; state each client keeps between rounds (CLIENT_STATE): {kept}; "
+            f"what a run must offer beyond the clients' data (NEEDS): {needs}")
 
 
 def separability_check(config: ExperimentConfig, data: FederatedData) -> str:

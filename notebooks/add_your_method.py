@@ -35,8 +35,8 @@
 # | **Contract** | `fedkd_core.contracts` (the members a method and a chapter have, each documented once); `CONTRIBUTING.md` |
 # | **Rerun** | `papermill notebooks/add_your_method.ipynb out.ipynb -p chapter fedckd -p seeds 3` |
 #
-# The parameters below are the **smoke profile** (seconds, for CI); `make book` injects
-# `notebooks/params/quick/add_your_method.yaml`.
+# The notebook's own defaults are the smoke profile (seconds, for CI); `make book` injects
+# `notebooks/params/quick/add_your_method.yaml`. The table below says which ran this page.
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -47,12 +47,15 @@ beta = 0.9
 
 # %% tags=["remove-input"]
 import pandas as pd
+from IPython.display import Markdown, display
 
 from fedkd_core import tables
 from fedkd_core.chapters import add_your_method, notebook_params
+from fedkd_core.chapters.card import PROFILE_TEXT
 from fedkd_core.report import parameters_table
 
 params = notebook_params(add_your_method.Params, globals())
+display(Markdown(f"This page ran with the **{params.profile} profile** ({PROFILE_TEXT.get(params.profile, 'custom parameters')}):"))
 tables.show(parameters_table(params))
 
 # %% [markdown]
@@ -115,7 +118,8 @@ register("fedavgm", FedAvgM);  # now ExperimentConfig(algorithm="fedavgm"), the 
 # Flower's client processes import a method by its module. Every method of the package passes
 # the same checks in `tests/test_conformance.py`.
 
-# %% tags=["hide-input", "nbval-check-output"]
+# %% tags=["remove-cell", "nbval-check-output"]
+# nbval checks this printed summary against the stored one; the book shows the table below
 from fedkd_core import conformance
 
 findings = conformance.check(FedAvgM, params={"beta": params.beta}, flower=False)
