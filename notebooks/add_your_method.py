@@ -51,11 +51,11 @@ from IPython.display import Markdown, display
 
 from fedkd_core import tables
 from fedkd_core.chapters import add_your_method, notebook_params
-from fedkd_core.chapters.card import PROFILE_TEXT
+from fedkd_core.chapters import card
 from fedkd_core.report import parameters_table
 
 params = notebook_params(add_your_method.Params, globals())
-display(Markdown(f"This page ran with the **{params.profile} profile** ({PROFILE_TEXT.get(params.profile, 'custom parameters')}):"))
+display(Markdown(f"This page ran with the **{params.profile} profile** ({card.PROFILE_TEXT.get(params.profile, 'custom parameters')}):"))
 tables.show(parameters_table(params))
 
 # %% [markdown]
