@@ -222,7 +222,8 @@ every = list({r.key: r for recs in records.values() for r in recs}.values())
 reduced = {r.key for shown, _ in planned.values() for r in shown}
 if message := reuse_message(params, chapter.method_differences(params)):
     print(message)
-print(f"{len(every)} runs; profiles: {sorted(set(r.profile for r in every))} ({len(reduced)} of the reduced profile); "
+print(f"{len(every)} runs, of the {' and '.join(sorted(set(r.profile for r in every)))} profile(s) "
+      f"({len(reduced)} of them the reduced profile's committed records); "
       f"{sum(r.timings['total_seconds'] for r in every):.0f} s of compute in their records")
 
 # %% [markdown]

@@ -266,7 +266,7 @@ differences = [
     ("model weights", "unstated", "ReLU(n_i − 0.2·‖p_i − 1/C‖ + 0.2)", paper_used.model_weights, code_used.model_weights),
     ("loss form", "Eq. 13: squared L2, summed over dimensions", "MSE and KLDivLoss, means over all elements",
      paper_used.loss_form, code_used.loss_form),
-    ("gradient clipping", "none", "norm 1.1 in rounds with knowledge", paper_used.max_grad_norm, code_used.max_grad_norm),
+    ("gradient clipping", "none", "norm 1.1 in rounds with knowledge", *(f"norm {v:g}" if v else "none" for v in (paper_used.max_grad_norm, code_used.max_grad_norm))),
     ("bugs not reproduced", "—", "per-class weight lists never reset; weights attached to the wrong clients", "—", "—"),
 ]
 tables.show(pd.DataFrame(differences, columns=["item", "paper", "released code", "FedGMKD (ours)", "FedGMKD (code)"]))

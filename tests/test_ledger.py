@@ -467,3 +467,21 @@ def test_a_verdict_widens_its_interval_only_where_an_effect_pairs_runs_of_machin
     alike = [{"stored_on": "avx2", "stored_in": "fp32", "rerun_on": "zen5", "rerun_in": "fp32", "alma_delta": 0.0}] * 3
     monkeypatch.setattr(numerics, "rerun_pairs", lambda: alike)
     assert ledger.judge_chapter(toy_chapter(), runs)["A > B"]["final"].interval == plain.interval
+
+
+def test_a_long_note_shows_its_first_part_and_folds_the_rest_a_short_one_shows_whole():
+    long_note = "measured: holds, +17.1 [+15.9, +18.3]; " + "why it is not judged " * 20
+    html = ledger.note_html(long_note)
+    shown, folded = html.split("<details", 1)
+    assert "measured: holds, +17.1 [+15.9, +18.3]" in shown and "why it is not judged" not in shown
+    assert "why it is not judged" in folded and "<summary>" in folded
+    assert "<details" not in ledger.note_html("2 of 12 cells left out; 8 seeds per cell would decide")
+    assert ledger.note_html("") == ""
+    one_part = "x" * (ledger.NOTE_SHOWN + 10)  # nothing to fold at: shown whole
+    assert "<details" not in ledger.note_html(one_part) and one_part in ledger.note_html(one_part)
+
+
+def test_verdict_words_are_kept_whole_and_escaped():
+    html = ledger.verdict_html(pd.Series({"verdict": "not judged: unequal tuning", "versus paper": ""}))
+    assert html.count('<span class="fedkd-word">') == 4 and '<span class="fedkd-word">unequal</span>' in html
+    assert "a&gt;b" in ledger.whole_words("a>b")

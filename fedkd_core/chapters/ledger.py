@@ -316,9 +316,33 @@ def withhold(rows: pd.DataFrame, word: str, reasons: dict[str, str]) -> pd.DataF
 
 
 def verdict_html(row) -> str:
-    """A row's verdict word in bold, with how its effect compares with the paper's under it."""
+    """A row's verdict word in bold, with how its effect compares with the paper's under it. Each
+    word is kept whole (a narrow column wraps between words: "untested at / this scale", never
+    "inconclusi / ve")."""
     versus = str(row.get("versus paper", "") or "")
-    return f"<b>{escape(row.verdict)}</b>" + (f"<br><small>{escape(versus)}</small>" if versus else "")
+    return f"<b>{whole_words(row.verdict)}</b>" + (f"<br><small>{escape(versus)}</small>" if versus else "")
+
+
+def whole_words(text: str) -> str:
+    """``text`` escaped, each word in a span that does not break (the CSS class ``fedkd-word``)."""
+    return " ".join(f'<span class="fedkd-word">{escape(word)}</span>' for word in str(text).split())
+
+
+# A note longer than this shows its first part (up to the first "; ") and folds the rest away.
+NOTE_SHOWN = 300
+
+
+def note_html(note: str) -> str:
+    """A claim's note in small print under it; a long one (the reasons a claim is not judged run
+    to 700 characters) shows its first part and folds the rest into a "(more)" that opens on a click."""
+    note = str(note or "")
+    if not note:
+        return ""
+    first, _, rest = note.partition("; ")
+    if len(note) <= NOTE_SHOWN or not rest:
+        return f"<br><small>{escape(note)}</small>"
+    return (f"<br><small>{escape(first)}</small>"
+            f' <details class="fedkd-note"><summary><small>(more)</small></summary><small>{escape(rest)}</small></details>')
 
 
 def untestable(chapter: str, claim: str, reason: str, section: str) -> pd.DataFrame:
@@ -441,8 +465,8 @@ def linked_table(table: pd.DataFrame) -> str:
         robustness = str(row.get("robustness", "—"))
         details = [f"scale: {row.scale}", f"records: {row.evidence}",
                    f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else "",
-                   f"robustness: {robustness}" if robustness != "—" else "", row.note]
-        small = "".join(f"<br><small>{escape(str(d))}</small>" for d in details if d and d != "scale: —")
+                   f"robustness: {robustness}" if robustness != "—" else ""]
+        small = "".join(f"<br><small>{escape(str(d))}</small>" for d in details if d and d != "scale: —") + note_html(row.note)
         claim = f'<a href="./{escape(page)}{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
         cells = [escape(row.chapter), claim, verdict_html(row), escape(row.effect), escape(row.cells),
                  escape(row.paper)]
@@ -473,8 +497,8 @@ def box_html(rows: pd.DataFrame) -> str:
 
     lines = []
     for _, row in rows.iterrows():
-        details = [f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else "", row.note]
-        small = "".join(f"<br><small>{escape(str(d))}</small>" for d in details if d)
+        best = f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else ""
+        small = (f"<br><small>{escape(best)}</small>" if best else "") + note_html(row.note)
         claim = f'<a href="{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
         cells = [claim, verdict_html(row), escape(row.effect), escape(row.cells), escape(row.paper)]
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")

@@ -205,7 +205,8 @@ SHARED_SOURCE = "§4.4: ResNet-18 (32-d code), Adam 1e-3, batch 64, 3 epochs, 50
 def shared_setting(params: Params) -> str:
     """What every method of ``params`` shares: model, optimiser, rounds, clients and data, seeds."""
     return (f"{params.model}; Adam lr {setting_text(params.lr)}, batch {params.batch_size}, "
-            f"{params.local_epochs} local epochs, {params.rounds} rounds, participation 1, drop_last {params.drop_last}; "
+            f"{params.local_epochs} local epochs, {params.rounds} rounds, participation 1, "
+            f"{'an incomplete last batch skipped' if params.drop_last else 'every batch trained, incomplete ones too'}; "
             f"{', '.join(map(str, params.client_counts()))} clients with {params.samples_per_client} images each on average; "
             f"{params.seeds} seed(s)")
 
