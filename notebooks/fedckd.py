@@ -79,20 +79,23 @@ card.show_citation("fedckd")
 # %% [markdown]
 # ## Verdict
 #
-# Each claim of the paper, judged on committed records whatever profile this page was executed
-# with: the same rows as on the [Claims page](claims.ipynb). The verdicts move to the paper-scale
-# Fashion-MNIST n = 100 column (`fedckd.PAPER_FMNIST100`) once all of its runs are committed (a
-# partial column would judge each claim on whatever seeds the sweep reached first); the line below
-# counts what is committed and names the profile they rest on now.
-# The tables further down show the committed reduced-profile records and this page's own runs, each
-# row labelled with its profile.
+# The paper's claims, judged on committed records whatever profile this page was executed with:
+# the same rows as on the [Claims page](claims.ipynb). What they rest on follows the box.
 
 # %% tags=["remove-input"]
 from fedkd_core.chapters import ledger  # noqa: E402
 
 basis = chapter.verdict_basis()
-display(Markdown(chapter.verdict_basis_text()))
 verdict_rows = ledger.verdict_box(chapter)
+display(Markdown(chapter.verdict_basis_text()))
+
+# %% [markdown]
+# **What the verdicts rest on.** The verdicts move to the paper-scale Fashion-MNIST n = 100 column
+# (`fedckd.PAPER_FMNIST100`) once all of its runs are committed (a partial column would judge each
+# claim on whatever seeds the sweep reached first); the line under the box counts what is committed
+# and names the profile they rest on now. The tables further down show the committed
+# reduced-profile records, the paper-scale column as far as it has run, and this page's own runs,
+# each row labelled with its profile.
 
 # %% [markdown]
 # ## The paper and this reproduction

@@ -76,9 +76,8 @@ card.show_citation("fedgmkd")
 # %% [markdown]
 # ## Verdict
 #
-# Each claim of the paper, judged on committed records whatever profile this page was executed
-# with: the same rows as on the [Claims page](claims.ipynb). What they rest on, and which cells count,
-# follows the box.
+# The paper's claims, judged on committed records whatever profile this page was executed with:
+# the same rows as on the [Claims page](claims.ipynb). What they rest on follows the box.
 
 # %% tags=["remove-input"]
 from fedkd_core.chapters import ledger  # noqa: E402

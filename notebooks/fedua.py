@@ -85,16 +85,19 @@ card.show_citation("fedua")
 # %% [markdown]
 # ## Verdict
 #
-# Each claim of the paper, judged on the committed reduced-profile records whatever profile this page was
-# executed with: the same rows as on the [Claims page](claims.ipynb). A cell whose runs were still
-# rising at the end of the reduced profile, or were evaluated fewer than 10 times, does not count:
-# a claim with no cell left is *untested at this scale*, with the reason. The tables further down
-# show the records of this page's profile.
+# The paper's claims, judged on committed records whatever profile this page was executed with:
+# the same rows as on the [Claims page](claims.ipynb). What they rest on follows the box.
 
 # %% tags=["remove-input"]
 from fedkd_core.chapters import ledger  # noqa: E402
 
 verdict_rows = ledger.verdict_box(chapter)
+
+# %% [markdown]
+# **What the verdicts rest on.** The committed reduced-profile records (their scale is under the
+# box). A cell whose runs were still rising at the end of the reduced profile, or were evaluated
+# fewer than 10 times, does not count: a claim with no cell left is *untested at this scale*, with
+# the reason. The tables further down show the records of this page's profile.
 
 # %% [markdown]
 # ## The paper and this reproduction
