@@ -29,12 +29,12 @@ from .paper import (derived_rows, paper_changes, paper_table1, paper_table2, pap
                     relative_changes, rounds_to)
 from .profiles import REDUCED_PROFILE, ROBUSTNESS_BASE, profiles_shown
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, reduced_profile_records
-from .robustness import ROBUSTNESS, ROBUSTNESS_BASE_NOTE
+from .robustness import ROBUSTNESS, ROBUSTNESS_BASE_NOTE, ROBUSTNESS_ROW_PREFIX
 from .tables import (history_frame, jitter_counts, partition_names, step_check, step_checks, summary, table1_rows,
                      table2_rows, table3_rows)
 
 __all__ = [
-    "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "OPEN_CHOICES", "PAPER_RUNS", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE_NOTE",
+    "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "OPEN_CHOICES", "PAPER_RUNS", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE_NOTE", "ROBUSTNESS_ROW_PREFIX",
     "ROBUSTNESS_BASE", "SCALE_FIELDS", "SELECTION_NAMES", "Params", "algorithm_params", "cell_of", "choices_columns", "claim_effects",
     "data_config", "derived_rows", "effects_of", "experiments", "feature_dimension", "experiments_to_run", "history_frame",
     "jitter_counts", "ledger_rows", "lr_schedule_text", "method_differences", "observations", "open_choices_table", "paper_changes", "paper_observations",

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 from ..robustness import Variant
-from .claims import design_text
+from .claims import MODEL_TEXT, design_text
 from .profiles import ROBUSTNESS_BASE
 
 ROBUSTNESS_BASE_NOTE = (f"Its base is the reduced profile's first design ({design_text(ROBUSTNESS_BASE)}, "
                         f"evaluated every {ROBUSTNESS_BASE.eval_every}), not the redesign the chapter's verdicts use: "
                         "not rerun yet, so no cell passes the convergence gate")
+
+# How the Claims page's robustness text starts for FedUA's rows: the grid is not at the verdicts' design.
+ROBUSTNESS_ROW_PREFIX = (f"grid on the reduced profile's first design ({MODEL_TEXT.get(ROBUSTNESS_BASE.model, ROBUSTNESS_BASE.model)}, {ROBUSTNESS_BASE.rounds} "
+                         "rounds), not rerun on the current one: ")
 
 ROBUSTNESS = (
     Variant("chapter's settings, grid's cells", {},
