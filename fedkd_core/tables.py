@@ -223,7 +223,9 @@ def legend(at_paper_scale: bool, baseline: str | None) -> str:
                   swatch.format(NOT_RUN, "not run")]
         head = ("At a reduced scale absolute accuracies are not comparable with the paper's; each cell "
                 f"shows ours (mean ± std over seeds), its rank among the methods of its column (#1 = best) "
-                f"beside the paper's rank{gain}.")
+                f"beside the paper's rank{gain}. Ranks order the means: where two methods differ by less than "
+                "their spread over seeds, their order (and so the colour) is within noise; the verdicts test the "
+                "differences.")
     return head + "<br>" + " &nbsp; ".join(parts)
 
 
