@@ -208,8 +208,8 @@ def versus_paper(ours: Interval, word: str, paper: "Verdict | None") -> str:
     (wholly above) or "consistent with the paper's" (they overlap); for our *inconclusive*, "rules
     out the paper's effect" where our interval lies wholly below the paper's. Where the paper
     prints no spread (its interval is its point value alone), the same comparison with that value,
-    named: "below the paper's +5.0 (no spread printed)", "above ...", "consistent with ...", "rules
-    out the paper's +1.6 (no spread printed)". "" otherwise: the paper's tables do not show the
+    named: "below the paper's +5.0, no spread printed", "above ...", "consistent with ...", "rules
+    out the paper's +1.6, no spread printed". "" otherwise: the paper's tables do not show the
     claim (their verdict column says so), the paper's verdict is on cells we did not run, or our
     word already says it."""
     if paper is None or paper.word not in (HOLDS, PARTLY) or "paper's own cells" in paper.note:
@@ -230,7 +230,7 @@ def versus_paper(ours: Interval, word: str, paper: "Verdict | None") -> str:
 def _versus_point(ours: Interval, word: str, point: float) -> str:
     """:func:`versus_paper` against a paper's effect printed without a spread: where ``point`` lies
     relative to our 95% interval."""
-    named = f"the paper's {point:+.1f} (no spread printed)"
+    named = f"the paper's {Interval(point, float('nan'), float('nan')).text()}, no spread printed"
     if word in (HOLDS, PARTLY):
         return (f"below {named}" if ours.high < point else f"above {named}" if ours.low > point
                 else f"consistent with {named}")

@@ -129,8 +129,8 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # (`fedkd_core.verdicts.versus_paper`): *smaller than* or *larger than the paper's* where the two 95%
 # intervals do not overlap, *consistent with the paper's* where they do, and for an inconclusive
 # claim whose interval lies below the paper's, *rules out the paper's effect*. Where the paper
-# prints no spread (FedGMKD), its effect is a single value and our interval is set against that
-# value, named: *below*, *above* or *consistent with the paper's +5.0 (no spread printed)*, or *rules
+# prints no spread, its effect is a single value and our interval is set against that
+# value, named: *below*, *above* or *consistent with the paper's +5.0, no spread printed*, or *rules
 # out* it. Nothing is said where the paper's tables do not show the claim, or where its verdict
 # comes from cells we did not run.
 # A claim can hold here and still be much smaller than the paper reports.

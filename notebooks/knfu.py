@@ -91,10 +91,10 @@ verdict_rows = ledger.verdict_box(knfu)
 # records line above gives). **MNIST (Table 1)** is judged on its cells rerun with every method
 # under the round schedule it chose on a validation split: the fair comparison (see "Are the
 # baselines as strong as the paper's?" below, which also judges MNIST as first coded, where KnFu's
-# lead was several times larger). **CIFAR-10 (Table 2)** is judged as coded until its rerun under
-# tuned schedules is complete (the [Claims page](claims.ipynb) says how far it has got): its rows
-# say how far FedMD and Selective-FD run below the paper's own numbers there, so KnFu's lead on
-# CIFAR-10 may be the schedule's rather than the method's, and they are not judged. The tables
+# lead was several times larger). **CIFAR-10 (Table 2)** is measured as coded, and not judged,
+# until its rerun under tuned schedules is complete (the [Claims page](claims.ipynb) says how far
+# it has got): its rows say how far FedMD and Selective-FD run below the paper's own numbers there,
+# so KnFu's lead on CIFAR-10 may be the schedule's rather than the method's. The tables
 # further down show the records of this page's profile.
 
 # %% [markdown]

@@ -285,11 +285,13 @@ def test_versus_paper_compares_sizes_only_where_the_papers_tables_show_the_claim
     assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.HOLDS, own_cells) == ""  # other data: sizes do not compare
     # the paper prints no spread: our interval against its point value, named
     signs_only = V.Verdict("c", V.HOLDS, V.Interval(3.0, float("nan"), float("nan")))
-    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.HOLDS, signs_only) == "below the paper's +3.0 (no spread printed)"
-    assert V.versus_paper(V.Interval(4.0, 3.5, 4.5), V.HOLDS, signs_only) == "above the paper's +3.0 (no spread printed)"
-    assert V.versus_paper(V.Interval(2.5, 1.0, 4.0), V.PARTLY, signs_only) == "consistent with the paper's +3.0 (no spread printed)"
-    assert V.versus_paper(V.Interval(0.0, -0.1, 0.1), V.INCONCLUSIVE, signs_only) == "rules out the paper's +3.0 (no spread printed)"
+    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.HOLDS, signs_only) == "below the paper's +3.0, no spread printed"
+    assert V.versus_paper(V.Interval(4.0, 3.5, 4.5), V.HOLDS, signs_only) == "above the paper's +3.0, no spread printed"
+    assert V.versus_paper(V.Interval(2.5, 1.0, 4.0), V.PARTLY, signs_only) == "consistent with the paper's +3.0, no spread printed"
+    assert V.versus_paper(V.Interval(0.0, -0.1, 0.1), V.INCONCLUSIVE, signs_only) == "rules out the paper's +3.0, no spread printed"
     assert V.versus_paper(V.Interval(1.0, -1.0, 3.5), V.INCONCLUSIVE, signs_only) == ""  # could be the paper's
+    small = V.Verdict("c", V.HOLDS, V.Interval(0.04, float("nan"), float("nan")))  # two decimals under a point
+    assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.HOLDS, small) == "above the paper's +0.04, no spread printed"
     assert V.versus_paper(V.Interval(0.5, 0.2, 0.8), V.HOLDS, None) == ""
 
 

@@ -335,8 +335,7 @@ NOTE_SHOWN = 300
 def note_html(note: str) -> str:
     """A claim's note in small print under it; a long one (the reasons a claim is not judged run
     to 700 characters) shows its first part and folds the rest into a "(more)" that opens on a click."""
-    note = str(note or "")
-    if not note:
+    if not isinstance(note, str) or not note:  # no note (None, NaN or "")
         return ""
     first, _, rest = note.partition("; ")
     if len(note) <= NOTE_SHOWN or not rest:
