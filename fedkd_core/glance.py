@@ -54,9 +54,10 @@ def _escape(text: str) -> str:
 
 def scales_text(ledger: pd.DataFrame) -> str:
     """What each paper's "scale" stands for (the ledger's full scale text), once per distinct scale
-    of a paper (KnFu's MNIST and CIFAR-10 rows rest on different runs)."""
+    of a paper (KnFu's MNIST and CIFAR-10 rows rest on different runs), as a Markdown list."""
     scales = ledger[ledger.scale != "—"].drop_duplicates(["chapter", "scale"])
-    return SCALE_NOTE + "; ".join(f"{row.chapter}: {_escape(row.scale)}" for row in scales.itertuples()) + "."
+    return SCALE_NOTE + "What the scale column stands for, one line per distinct scale of a paper:\n\n" + "".join(
+        f"- **{row.chapter}**, {_escape(row.scale)}\n" for row in scales.itertuples())
 
 
 def markdown(table: pd.DataFrame) -> str:

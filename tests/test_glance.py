@@ -28,7 +28,8 @@ def test_the_scale_column_is_short_and_a_line_below_says_what_each_scale_is():
     page = glance.glance_table(table)
     assert all(":" not in scale for scale in page.scale)
     fake = table.head(2).assign(chapter=["A", "B"], scale=["paper: 20 clients", "reduced: 10 rounds"])
-    assert glance.scales_text(fake) == "**Scales.** A: paper: 20 clients; B: reduced: 10 rounds."
+    assert glance.scales_text(fake) == ("**Scales.** What the scale column stands for, one line per distinct scale "
+                                        "of a paper:\n\n- **A**, paper: 20 clients\n- **B**, reduced: 10 rounds\n")
 
 
 def test_a_verdict_the_gate_would_read_otherwise_is_flagged_on_the_landing_page():
