@@ -71,11 +71,6 @@ from fedkd_core.results import run_grid
 params = notebook_params(chapter.Params, globals())
 plots.use_book_style()
 
-# %% tags=["remove-input"]
-from fedkd_core.chapters import card  # noqa: E402
-
-card.show_citation("fedckd")
-
 # %% [markdown]
 # ## Verdict
 #
@@ -99,7 +94,13 @@ display(Markdown(chapter.verdict_basis_text()))
 
 # %% [markdown]
 # ## The paper and this reproduction
-#
+
+# %% tags=["remove-input"]
+from fedkd_core.chapters import card  # noqa: E402
+
+card.show_citation("fedckd")
+
+# %% [markdown]
 # | | |
 # |---|---|
 # | **Reproduces** | Tables I–V, Fig. 1b (forgetting), Fig. 4 (learning curves), Fig. 5 (per-client FedCKD − pFedSD) |

@@ -68,11 +68,6 @@ from fedkd_core.results import run_grid
 params = notebook_params(chapter.Params, globals())
 plots.use_book_style()
 
-# %% tags=["remove-input"]
-from fedkd_core.chapters import card  # noqa: E402
-
-card.show_citation("fedgmkd")
-
 # %% [markdown]
 # ## Verdict
 #
@@ -132,7 +127,13 @@ else:
 
 # %% [markdown]
 # ## The paper and this reproduction
-#
+
+# %% tags=["remove-input"]
+from fedkd_core.chapters import card  # noqa: E402
+
+card.show_citation("fedgmkd")
+
+# %% [markdown]
 # | | |
 # |---|---|
 # | **Reproduces** | Table 1's CIFAR-10 block (local and global accuracy, 10 / 20 / 50 clients, nine methods, time per client-round); Table 6 (mean prototypes + DAT); Table 3 (only CKF / only DAT) and Table 5 (λ, γ) where a profile runs them |

@@ -77,11 +77,6 @@ from fedkd_core.results import run_grid
 params = notebook_params(chapter.Params, globals())
 plots.use_book_style()
 
-# %% tags=["remove-input"]
-from fedkd_core.chapters import card  # noqa: E402
-
-card.show_citation("fedua")
-
 # %% [markdown]
 # ## Verdict
 #
@@ -111,7 +106,13 @@ display(Markdown(
 
 # %% [markdown]
 # ## The paper and this reproduction
-#
+
+# %% tags=["remove-input"]
+from fedkd_core.chapters import card  # noqa: E402
+
+card.show_citation("fedua")
+
+# %% [markdown]
 # | | |
 # |---|---|
 # | **Reproduces** | Table 1 (sample selection), Table 2 (partitions), Table 3 (participation), Figs. 7/14 (splits), 10/11 (uncertainty maps), 13 (learning curves) |

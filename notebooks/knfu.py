@@ -70,11 +70,6 @@ from fedkd_core.results import run_grid
 params = notebook_params(knfu.Params, globals())
 plots.use_book_style()
 
-# %% tags=["remove-input"]
-from fedkd_core.chapters import card  # noqa: E402
-
-card.show_citation("knfu")
-
 # %% [markdown]
 # ## Verdict
 #
@@ -99,7 +94,13 @@ verdict_rows = ledger.verdict_box(knfu)
 
 # %% [markdown]
 # ## The paper and this reproduction
-#
+
+# %% tags=["remove-input"]
+from fedkd_core.chapters import card  # noqa: E402
+
+card.show_citation("knfu")
+
+# %% [markdown]
 # | | |
 # |---|---|
 # | **Reproduces** | Algorithm 1; Table 1 (MNIST, 12 settings × 4 methods); Table 2 (CIFAR-10, 6 settings × 4 methods); Fig. 3 and Fig. 4 (learning curves) |
