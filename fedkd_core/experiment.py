@@ -323,14 +323,17 @@ def evaluate(algorithm, data: FederatedData, global_test: np.ndarray, mixed_prec
         users.setdefault(id(global_model), (global_model, []))
     check_finite(algorithm, users)
     accuracies, global_acc = [float("nan")] * data.num_clients, None
-    memo = memo or PredictionMemo()
-    memo.start_evaluation()
+    if memo is not None:
+        memo.start_evaluation()
     for model, clients in users.values():
         scored = [data.client_test[k] for k in clients] + ([global_test] if model is global_model else [])
         union = np.unique(np.concatenate(scored))
-        correct = memo.outcome(model, union, data.test_split, str(mixed_precision),
-                               lambda: correct_predictions(model, data.dataset, union, split=data.test_split,
-                                                           mixed_precision=mixed_precision))
+
+        def score(model=model, union=union) -> np.ndarray:
+            return correct_predictions(model, data.dataset, union, split=data.test_split,
+                                       mixed_precision=mixed_precision)
+
+        correct = score() if memo is None else memo.outcome(model, union, data.test_split, str(mixed_precision), score)
         for k in clients:
             accuracies[k] = _share_correct(correct, union, data.client_test[k])
         if model is global_model:
