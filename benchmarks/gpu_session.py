@@ -183,7 +183,9 @@ def peak_memory(device, plan: Plan, clock: Clock) -> list[dict]:
 
 
 def sweep_command(chapter: str, params: Path, workers: int, limit: int | None = None) -> list[str]:
-    command = [sys.executable, "-m", "fedkd_core.sweep", chapter, "--params", str(params), "--workers", str(workers)]
+    """The sweep of ``workers`` processes, all on the one GPU (``--per-gpu`` as many)."""
+    command = [sys.executable, "-m", "fedkd_core.sweep", chapter, "--params", str(params), "--workers", str(workers),
+               "--per-gpu", str(workers)]
     return command + (["--limit", str(limit)] if limit else [])
 
 
@@ -237,7 +239,11 @@ def paper_records(plan: Plan, clock: Clock, out: Path, margin: float = 45) -> di
         process.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGTERM)  # the sweep's clean-up releases its claims
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # the finished records are packed all the same
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
     new = [p for p in results.rglob("*.json") if p.stat().st_mtime >= marker and ".claims" not in p.parts]
     if new:
         with tarfile.open(out / "records.tar.gz", "w:gz") as tar:
@@ -289,7 +295,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep-params", type=Path, default=None,
                         help="the fedgmkd yaml of step 3 (default notebooks/params/quick/fedgmkd.yaml)")
     parser.add_argument("--records", default=None, metavar="CHAPTER:YAML",
-                        help="step 4's sweep, YAML under notebooks/params/ (default fedgmkd:paper/fedgmkd.yaml)")
+                        help="step 4's sweep, YAML under notebooks/params/ or an absolute path (default fedgmkd:paper/fedgmkd.yaml)")
+    parser.add_argument("--records-workers", type=int, default=None, metavar="N",
+                        help="step 4's sweep workers, all on the one GPU (default 4)")
     parser.add_argument("--no-records", action="store_true", help="skip step 4")
     parser.add_argument("--records-only", action="store_true",
                         help="step 4 alone, the whole budget (steps 1-3 have results: benchmarks/results/gpu_*)")
@@ -304,6 +312,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.records:
         chapter, _, params = args.records.partition(":")
         plan = replace(plan, records_chapter=chapter, records_params=params)
+    if args.records_workers:
+        plan = replace(plan, records_workers=args.records_workers)
     clock, device = Clock(args.budget), torch.device(args.device)
     args.out.mkdir(parents=True, exist_ok=True)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None

@@ -1,32 +1,64 @@
 #!/usr/bin/env bash
 # One GPU session's work (benchmarks/gpu_session.py), run on the lent GPU machine from the
-# repository root. The machine has PyTorch but not this repository's data or finch-clust; both
-# travel in .gpu/ (ignored by git). Prepare it here once:
-#   echo /.gpu/ >> .git/info/exclude; mkdir -p .gpu
-#   cp ../shared/data/install.py ../shared/data/cifar10_jpeg.npz .gpu/
-#   .venv/bin/python -m pip download --no-deps -d .gpu finch-clust==0.2.3
-# then call the device tool's run with carry [".gpu"], timeout_s 600 and the command
+# repository root. The machine has PyTorch but not this repository's data or finch-clust; what a
+# session needs travels in .gpu/ (ignored by git), 64 MiB at most with the working tree. Prepare it
+# here once (echo /.gpu/ >> .git/info/exclude; mkdir -p .gpu), then put in it what the session needs:
+#   CIFAR-10:       cp ../shared/data/install.py ../shared/data/cifar10_jpeg.npz .gpu/
+#   (Fashion-)MNIST: python benchmarks/gpu_pack.py fashion_mnist      # .gpu/fashion_mnist.npz.xz, 25 MiB
+#   FedGMKD:        .venv/bin/python -m pip download --no-deps -d .gpu finch-clust==0.2.3
+# then call the device tool's run with carry naming those files, timeout_s 600 and the command
 #   bash benchmarks/gpu_session.sh 520            # or: ... 520 --records-only (steps 1-3 ran on an H200, 2026-11-26)
 #   or: ... 520 --steps gpu_peak_memory (confirms a528c6a's memory fix and fea4774's one-thread mixture
 #   fits: FedGMKD's seconds against FedAvg's; step 4 gets the rest of the budget)
+#   or: GPU_MPS=1 ... 520 --records-only --records fedckd:$PWD/.gpu/SUBSET.yaml --records-workers 7
+#   (GPU_MPS=1 starts CUDA's multi-process service, so that the workers' small kernels share the GPU
+#   at once instead of in turns; if it does not start, the session goes on without it, with
+#   GPU_WORKERS_WITHOUT_MPS workers, default 4)
 # Result files and records.tar.gz come back under $OUT: copy the result files to
 # benchmarks/results/, and unpack records.tar.gz in the repository root.
 set -uo pipefail
 budget="${1:-520}"
 out="${OUT:-/tmp/gpu_session}"
 export PYTHONUNBUFFERED=1 FEDKD_DATA=/tmp/fedkd_data
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/*.whl || exit 1
-export PYTHONPATH="/tmp/site:$PWD"
 mkdir -p "$FEDKD_DATA" "$out"
+if compgen -G ".gpu/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/*.whl || exit 1
+fi
+export PYTHONPATH="/tmp/site:$PWD"
 python3 - <<'PY' || exit 1
-import os, sys
+import lzma, os, sys
 from pathlib import Path
 import numpy as np
-sys.path.insert(0, ".gpu")
-from install import decode_jpeg_bundle
-target = Path(os.environ["FEDKD_DATA"]) / "cifar10.npz"
-np.savez(target, **decode_jpeg_bundle(Path(".gpu/cifar10_jpeg.npz")))
-print(f"{target}: ready")
+data = Path(os.environ["FEDKD_DATA"])
+for packed in sorted(Path(".gpu").glob("*.npz.xz")):   # benchmarks/gpu_pack.py's files
+    target = data / packed.name[:-3]
+    target.write_bytes(lzma.decompress(packed.read_bytes()))
+    print(f"{target}: ready ({len(np.load(target)['y_train'])} training images)")
+if Path(".gpu/cifar10_jpeg.npz").exists():
+    sys.path.insert(0, ".gpu")
+    from install import decode_jpeg_bundle
+    np.savez(data / "cifar10.npz", **decode_jpeg_bundle(Path(".gpu/cifar10_jpeg.npz")))
+    print(f"{data / 'cifar10.npz'}: ready")
 PY
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 benchmarks/gpu_session.py --out "$out" --budget "$budget" "${@:2}" 2>&1 | tee "$out/log.txt"
+args=("${@:2}")
+if [ "${GPU_MPS:-0}" = 1 ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d && python3 -c "import torch; torch.ones(1, device='cuda').sum().item()"; then
+    echo "CUDA MPS: on"
+  else
+    echo "CUDA MPS: did not start; going on without it"
+    echo quit | nvidia-cuda-mps-control 2>/dev/null
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    for i in "${!args[@]}"; do  # fewer workers where they take turns on the GPU
+      [ "${args[$i]}" = --records-workers ] && args[$((i + 1))]="${GPU_WORKERS_WITHOUT_MPS:-4}"
+    done
+  fi
+fi
+( while sleep 60; do nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader | sed 's/^/  gpu: /'; done ) &
+monitor=$!
+python3 benchmarks/gpu_session.py --out "$out" --budget "$budget" "${args[@]}" 2>&1 | tee "$out/log.txt"
+kill "$monitor" 2>/dev/null
+[ "${GPU_MPS:-0}" = 1 ] && echo quit | nvidia-cuda-mps-control 2>/dev/null
+exit 0

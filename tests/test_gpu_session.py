@@ -101,3 +101,41 @@ def test_steps_picks_the_named_steps_in_their_order_and_refuses_unknown_names(se
     assert errors and "--records-only" in errors.pop()
     session.chosen_steps(steps, "gpu_peak_memroy", False, errors.append)
     assert errors and "gpu_peak_memroy" in errors[0] and "gpu_peak_memory" in errors[0]
+
+
+def test_the_records_sweep_puts_all_its_workers_on_the_one_gpu(session):
+    command = session.sweep_command("fedckd", Path("x.yaml"), 7)
+    assert command[command.index("--workers") + 1] == "7"
+    assert command[command.index("--per-gpu") + 1] == "7"  # the sweep refuses 7 workers at its default of 4
+
+
+def test_a_packed_dataset_unpacks_to_the_same_arrays_and_a_changed_one_is_refused(tmp_path, monkeypatch):
+    import io
+    import lzma
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("gpu_pack", ROOT / "benchmarks" / "gpu_pack.py")
+    pack = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pack)
+    rng = np.random.default_rng(0)
+    arrays = {"x_train": rng.integers(0, 256, (50, 28, 28), dtype=np.uint8), "y_train": rng.integers(0, 10, 50),
+              "x_test": rng.integers(0, 256, (10, 28, 28), dtype=np.uint8), "y_test": rng.integers(0, 10, 10)}
+    np.savez_compressed(tmp_path / "tiny.npz", **arrays)
+    monkeypatch.setenv("FEDKD_DATA", str(tmp_path))
+    packed = pack.pack("tiny", folder=tmp_path / "out")
+    unpacked = np.load(io.BytesIO(lzma.decompress(packed.read_bytes())))
+    assert sorted(unpacked.files) == sorted(arrays)
+    assert all(np.array_equal(unpacked[k], arrays[k]) for k in arrays)
+    original = lzma.decompress
+
+    def corrupted(blob):  # a round trip that changes one pixel
+        changed = dict(np.load(io.BytesIO(original(blob))))
+        changed["x_train"][0, 0, 0] ^= 1
+        buffer = io.BytesIO()
+        np.savez(buffer, **changed)
+        return buffer.getvalue()
+
+    monkeypatch.setattr(pack.lzma, "decompress", corrupted)
+    with pytest.raises(SystemExit, match="differ"):
+        pack.pack("tiny", folder=tmp_path / "out")
