@@ -228,6 +228,7 @@ def reproduce_box(chapter: str) -> pd.DataFrame:
 # --- the measured cost in each profile yaml's header ------------------------------------------------
 
 COST_MARK = "# Measured cost"
+COST_CONTINUED = "#   "  # the indented line that holds the figures
 
 
 def chapter_of(path: Path) -> str:
@@ -265,20 +266,21 @@ def cost_header(path: Path, results=None) -> list[str]:
     profile = path.parent.parent.name if path.parent.name == REDESIGN else path.parent.name
     _, configs = load_grid(chapter, path, robustness=profile == "robustness")
     records = list(grid_records(configs, profile, results).values())
-    return [f"{COST_MARK} (summed from the committed records' timings, one thread per run, wall time",
-            f"# including whatever shared the cores): {cost_text(records, len(configs))}."]
+    return [f"{COST_MARK} (summed from the committed records' timings, each run's wall time: one thread per run",
+            "# including whatever shared the cores on a CPU; on a GPU, the runs that shared the device):",
+            f"{COST_CONTINUED}{cost_text(records, len(configs))}."]
 
 
 def with_cost_header(text: str, header: list[str]) -> str:
     """``text`` (a yaml) with its measured-cost lines (the mark and the lines after it that start
-    "# including") replaced by ``header``, or ``header`` at the end of its leading comments."""
+    "# including" or :data:`COST_CONTINUED`) replaced by ``header``, or ``header`` at the end of its leading comments."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith(COST_MARK)), None)
     if start is None:
         start = end = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
     else:
         end = start + 1
-        while end < len(lines) and lines[end].startswith("# including"):
+        while end < len(lines) and lines[end].startswith(("# including", COST_CONTINUED)):
             end += 1
     lines[start:end] = header
     return "\n".join(lines) + "\n"
