@@ -123,6 +123,7 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str],
     table["agrees"] = [None if np.isnan(d) else bool(abs(d) <= s + tolerance)
                        for d, s in zip(difference, merged["std_paper"].fillna(0))]
     table["mean_paper"], table["mean_ours"] = merged["mean_paper"], merged["mean_ours"]  # for tables.paper_layout
+    table["std_ours"] = merged["std_ours"]  # for tables.paper_layout's ranks within noise
     return table
 
 

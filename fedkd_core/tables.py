@@ -156,6 +156,41 @@ def ranks(table: pd.DataFrame, group: list[str], value: str) -> pd.Series:
         if group else scored.rank(ascending=False, method="min")
 
 
+def noise_band(std_a, n_a, std_b, n_b) -> float:
+    """Two standard errors of the difference of two seed means, from each side's std over its
+    ``n`` seeds as the tables print it (ddof = 0, so its variance over n - 1 is the mean's): a
+    smaller difference does not order the two methods. 0 where a side has no spread or one seed."""
+    if not (n_a > 1 and n_b > 1) or missing(std_a) or missing(std_b):
+        return 0.0
+    return 2.0 * float(np.sqrt(std_a**2 / (n_a - 1) + std_b**2 / (n_b - 1)))
+
+
+def rank_ranges(table: pd.DataFrame, group: list[str], value: str = "mean_ours", std: str = "std_ours",
+                seeds: str = "seeds") -> pd.DataFrame:
+    """Each row's (``rank_best``, ``rank_worst``) among the rows that share the ``group`` keys:
+    the methods clearly above it (by more than :func:`noise_band`) fix its best rank, and those
+    not clearly below it its worst; the same number where every difference is outside the noise."""
+    best, worst = pd.Series(np.nan, index=table.index), pd.Series(np.nan, index=table.index)
+    groups = table.groupby([table[k] for k in group], dropna=False) if group else [(None, table)]
+    for _, rows in groups:
+        rows = rows[rows[value].notna()]
+        for i, row in rows.iterrows():
+            above = below_not_clearly = 0
+            for j, other in rows.iterrows():
+                if i == j:
+                    continue
+                band = noise_band(row[std], row[seeds], other[std], other[seeds])
+                difference = other[value] - row[value]
+                above += difference > band
+                below_not_clearly += -band <= difference <= band or difference > band
+            best[i], worst[i] = 1 + above, 1 + below_not_clearly
+    return pd.DataFrame({"rank_best": best, "rank_worst": worst})
+
+
+def rank_text(best, worst) -> str:
+    return f"#{int(best)}" if best == worst else f"#{int(best)}-{int(worst)}"
+
+
 def gains(table: pd.DataFrame, keys: list[str], method: str, value: str, baseline: str) -> pd.Series:
     """Each row's ``value`` minus the ``baseline`` method's in the same column (NaN without one)."""
     others = [k for k in keys if k != method]
@@ -177,6 +212,10 @@ def scored(table: pd.DataFrame, keys: list[str], method: str | None, baseline: s
     both = table["mean_ours"].notna() & table["mean_paper"].notna()
     shared = table[both].copy()
     group = [k for k in keys if k != method] if method else columns
+    if "std_ours" in shared and "seeds" in shared:
+        shared = shared.join(rank_ranges(shared, group))
+    else:  # a table without spreads: every difference orders
+        shared["rank_best"] = shared["rank_worst"] = ranks(shared, group, "mean_ours")
     for side in ("ours", "paper"):
         shared[f"rank_{side}"] = ranks(shared, group, f"mean_{side}")
         shared[f"gain_{side}"] = (gains(shared, keys, method, f"mean_{side}", baseline) if baseline and method
@@ -195,8 +234,8 @@ def cell_html(row, at_paper_scale: bool, baseline: str | None, method: str, digi
         difference = row.mean_ours - row.mean_paper
         css = AGREES if row.agrees else DISAGREES
         return css, f"{ours}<br><small>paper {escape(row.paper)}; Δ {difference:+.{digits}f}</small>"
-    rank = f"#{int(row.rank_ours)} <small>(paper #{int(row.rank_paper)})</small>"
-    same_rank = row.rank_ours == row.rank_paper
+    rank = f"{rank_text(row.rank_best, row.rank_worst)} <small>(paper #{int(row.rank_paper)})</small>"
+    same_rank = row.rank_best <= row.rank_paper <= row.rank_worst  # the paper's rank is one the noise allows
     if not baseline or not method or getattr(row, method) == baseline or missing(row.gain_ours):
         return (AGREES if same_rank else DISAGREES), f"{ours}<br>{rank}"
     gain = (f"<br><small>vs {escape(baseline)} {row.gain_ours:+.{digits}f} "
@@ -215,7 +254,7 @@ def legend(at_paper_scale: bool, baseline: str | None) -> str:
         head = "Each cell: ours (mean ± std over seeds), the paper's, and ours − paper (Δ)."
     else:
         gain = f"; and our gain over {baseline} beside the paper's" if baseline else ""
-        parts = [swatch.format(AGREES, "same rank as in the paper")]
+        parts = [swatch.format(AGREES, "same rank as in the paper, or a range of ranks that holds it")]
         if baseline:
             parts.append(swatch.format(PARTLY, f"another rank, but the gain over {baseline} has the paper's sign"))
         parts += [swatch.format(DISAGREES, "another rank" + (f" and the gain over {baseline} has the opposite sign"
@@ -223,9 +262,9 @@ def legend(at_paper_scale: bool, baseline: str | None) -> str:
                   swatch.format(NOT_RUN, "not run")]
         head = ("At a reduced scale absolute accuracies are not comparable with the paper's; each cell "
                 f"shows ours (mean ± std over seeds), its rank among the methods of its column (#1 = best) "
-                f"beside the paper's rank{gain}. Ranks order the means: where two methods differ by less than "
-                "their spread over seeds, their order (and so the colour) is within noise; the verdicts test the "
-                "differences.")
+                f"beside the paper's rank{gain}. A range (#1-3) is a rank the seeds cannot fix: the methods "
+                "within two standard errors of the difference of the means (over seeds) could be above or "
+                "below it. The verdicts test the differences themselves.")
     return head + "<br>" + " &nbsp; ".join(parts)
 
 

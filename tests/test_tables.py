@@ -52,6 +52,27 @@ def test_reduced_scale_compares_ranks_and_gains_over_the_baseline():
     assert "same rank as in the paper" in text and "rank among the methods" in text
 
 
+def test_a_rank_the_seeds_cannot_fix_is_a_range_and_agrees_when_it_holds_the_papers():
+    paper = pd.DataFrame({"alpha": [0.1] * 3, "method": ["FedAvg", "A", "B"], "mean": [80.0, 85.0, 82.0],
+                          "std": [1.0, 1.0, 1.0]})
+    ours = pd.DataFrame({"alpha": [0.1] * 3, "method": ["FedAvg", "A", "B"], "mean": [50.0, 55.0, 55.4],
+                         "std": [0.5, 1.0, 1.0],
+                         "n": [3, 3, 3], "profile": ["reduced"] * 3, "rounds": ["15"] * 3})
+    text = tables.paper_layout(report.compare_with_paper(ours, paper, ["alpha", "method"]), ["method"], ["alpha"], "method")
+    row_a = text.split(">A</th>")[1].split("</tr>")[0]
+    row_b = text.split(">B</th>")[1].split("</tr>")[0]
+    # A and B differ by 0.4 < 2·sqrt(1/2 + 1/2) = 2.0: each could be #1 or #2; FedAvg is clearly #3
+    assert "#1-2" in row_a and "#1-2" in row_b and tables.AGREES in row_a and tables.AGREES in row_b
+    row_fedavg = text.split(">FedAvg</th>")[1].split("</tr>")[0]
+    assert "#3 " in row_fedavg and "#3-" not in row_fedavg
+    assert tables.noise_band(1.0, 3, 1.0, 3) == 2.0 and tables.noise_band(1.0, 1, 1.0, 3) == 0.0
+    clear = ours.assign(mean=[50.0, 55.0, 60.0])  # 5 points apart: exact ranks, B #1 where the paper has #2
+    text = tables.paper_layout(report.compare_with_paper(clear, paper, ["alpha", "method"]), ["method"], ["alpha"],
+                               "method")
+    row_b = text.split(">B</th>")[1].split("</tr>")[0]
+    assert "#1 " in row_b and tables.DISAGREES in row_b
+
+
 def test_one_table_per_profile():
     both = pd.concat([comparison("paper"), comparison("reduced")], ignore_index=True)
     text = tables.paper_layout(both, ["method"], ["alpha"], "method", baseline="FedAvg")
