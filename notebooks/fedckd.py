@@ -272,7 +272,10 @@ table2 = show_comparison("pathological", "Table II — pathological setting")
 if paper_diverged:
     display(Markdown("Runs of the paper-scale column that diverged (no accuracy; stored as `.diverged.json`): "
                      + "; ".join(f"{chapter.METHOD_NAMES[d.algorithm]}, {d.config['data']['partition']}, seed "
-                                 f"{d.config['seed']}: {d.error}, in round {d.round}" for d in paper_diverged)))
+                                 f"{d.config['seed']}: {d.error}, in round {d.round}, on "
+                                 f"{d.environment.get('device_name', 'an unrecorded machine')}" for d in paper_diverged)
+                     + ". A claim needs every method it names in a seed, so a diverged run takes its seed out of "
+                       "the claims that name its method; the verdict box's notes say which."))
 
 # %% [markdown]
 # The best-round accuracy (pFedSD's code reports the best mean over rounds, which may be what

@@ -424,3 +424,28 @@ def test_a_cell_whose_only_run_diverged_says_so_and_one_with_a_record_shows_the_
 
     shown = tables.paper_layout(table.reset_index(), ["algorithm"], ["dataset", "clients"], method="algorithm")
     assert "diverged (seed 0, round 53; seed 2, round 61)" in shown and "97.00" in shown  # the layout says it too
+
+
+def test_a_diverged_run_takes_its_seed_out_of_exactly_the_claims_that_name_its_method(monkeypatch):
+    from types import SimpleNamespace
+
+    from fedkd_core.chapters.fedckd import claims
+
+    methods = ("fedavg", "fedprox", "fedper", "lg_fedavg", "pfedme", "fedfomo", "pfedsd", "fedckd")
+    rows = [{"dataset": "fashion_mnist", "setting": "pathological", "clients": 100, "seed": seed, "algorithm": m,
+             "final": 0.9 if m not in ("fedavg", "fedprox") else 0.7}
+            for seed in (0, 1) for m in methods if not (seed == 1 and m == "pfedsd")]
+    monkeypatch.setattr(claims, "observations", lambda records: pd.DataFrame(rows))
+
+    def diverged(algorithm, seed, round_):
+        config = {"seed": seed, "algorithm": algorithm, "algorithm_params": {}, "participation": 0.1,
+                  "model": "cnn", "data": {"dataset": "fashion_mnist", "partition": "pathological",
+                                           "num_clients": 100, "alpha": 0.1}}
+        return SimpleNamespace(config=config, round=round_, algorithm=algorithm)
+
+    left_out = claims.diverged_seeds([], [diverged("pfedsd", 1, 18)])
+    # pFedSD is named by three claims; the annealing pair (FedCKD against γ = 1) does not name it
+    assert set(left_out) == {"FedCKD > pFedSD", "FedCKD best of the methods run",
+                             "every personalised method beats FedAvg and FedProx"}
+    assert left_out["FedCKD > pFedSD"].endswith("pathological seed 1 (pFedSD diverged in round 18)")
+    assert claims.diverged_seeds([], []) == {}

@@ -8,10 +8,10 @@ import sys
 import pandas as pd
 
 from ..ledger import VerdictBasis
-from .grid import METHODS, experiments, scale_text
+from .grid import METHOD_NAMES, METHODS, experiments, scale_text
 from .paper import paper_accuracy_tables, paper_table4
 from .profiles import PAPER_FMNIST100, REDUCED_PROFILE
-from .records import paper_scale_records, reduced_profile_records
+from .records import cell_of, paper_scale_records, reduced_profile_records
 from .tables import summary
 
 PERSONALISED = ("fedper", "lg_fedavg", "pfedme", "fedfomo", "pfedsd", "fedckd")
@@ -73,6 +73,48 @@ def effects_of(frame: pd.DataFrame, value: str = "final") -> pd.DataFrame:
     return effects.reset_index()
 
 
+def _stand_ins(divergences, value: float) -> pd.DataFrame:
+    """One observation per diverged run, at ``value``: what its run would add had it finished."""
+    rows = []
+    for run in divergences:
+        dataset, setting, clients, *_, algorithm, gamma = cell_of(run)
+        rows.append({"dataset": dataset, "setting": setting, "clients": clients, "seed": int(run.config["seed"]),
+                     "algorithm": CONSTANT if algorithm == "fedckd" and gamma == 1.0 else algorithm, "final": value,
+                     "round": run.round})
+    return pd.DataFrame(rows)
+
+
+def diverged_seeds(records, divergences) -> dict[str, str]:
+    """Claim -> the seeds it leaves out because a run it compares diverged, with that run's method
+    and round ("pathological seeds 1, 2 (pFedSD diverged in rounds 18, 12)"). A claim needs every
+    method it names in a cell and seed (:func:`effects_of`), so a diverged run takes its seed out of
+    each claim that names its method: the verdict rests on the seeds left, and says so."""
+    if not divergences:
+        return {}
+    keys = list(EFFECT_CELL_KEYS) + ["seed"]
+    base = observations(records)
+    stand_ins = _stand_ins(divergences, 0.0)
+    without = effects_of(base).set_index(keys)
+    lost: dict[str, dict[tuple, set]] = {}
+    for _, run in stand_ins.iterrows():  # a run counts for a claim whose effect moves with its value
+        others = stand_ins.drop(index=run.name)
+        low = effects_of(pd.concat([base, others, stand_ins.loc[[run.name]]], ignore_index=True)).set_index(keys)
+        high = effects_of(pd.concat([base, others, stand_ins.loc[[run.name]].assign(final=1.0)],
+                                    ignore_index=True)).set_index(keys)
+        row = tuple(run[k] for k in keys)
+        for claim in low.columns:
+            missing_before = row not in without.index or pd.isna(without.at[row, claim]) \
+                if claim in without.columns else True
+            moves = pd.notna(low.at[row, claim]) and low.at[row, claim] != high.at[row, claim]
+            if missing_before and moves:
+                label = f"{METHOD_NAMES.get(run.algorithm, 'FedCKD γ = 1')} diverged in round"
+                lost.setdefault(claim, {}).setdefault((run.setting, label), set()).add((run.seed, run["round"]))
+    return {claim: "left out, a run it compares having diverged: " + "; ".join(
+        f"{setting} seed{'s' if len(found) > 1 else ''} {', '.join(str(s) for s, _ in sorted(found))} "
+        f"({label}{'s' if len(found) > 1 else ''} {', '.join(str(r) for _, r in sorted(found))})"
+        for (setting, label), found in sorted(groups.items())) for claim, groups in lost.items()}
+
+
 def claim_effects(records) -> pd.DataFrame:
     """Per (dataset, setting, clients, seed): each claim's effect on final ALMA (:func:`effects_of`)."""
     return effects_of(observations(records), "final")
@@ -108,7 +150,13 @@ def ledger_rows(root=None) -> pd.DataFrame:
     that claim is CIFAR-100's."""
     from ..ledger import evidence, judged_rows
 
+    from ...results import stored_divergences
+
     module = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
     basis = verdict_basis(root)
-    return judged_rows("FedCKD", module, basis.records, "fedckd.html#verdict", basis.scale, evidence(basis.records),
+    rows = judged_rows("FedCKD", module, basis.records, "fedckd.html#verdict", basis.scale, evidence(basis.records),
                        enforce_gate=basis.enforce_gate, sections={ANNEALING_CLAIM: "fedckd.html#table-iv-annealing"})
+    left_out = diverged_seeds(basis.records, stored_divergences(experiments(basis.params), root))
+    rows["note"] = [("; ".join(filter(None, [note, left_out.get(claim, "")])))
+                    for claim, note in zip(rows.claim, rows.note)]
+    return rows
