@@ -65,13 +65,33 @@ def markdown(table: pd.DataFrame) -> str:
     return header + "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in table.itertuples(index=False))
 
 
+def count_line(verdicts: pd.Series) -> str:
+    """"3 claims: 1 holds, 2 inconclusive": how many of a paper's claims got each verdict, in the
+    order the verdicts first come."""
+    counts = verdicts.value_counts(sort=False).reindex(list(dict.fromkeys(verdicts)))
+    claims = f"{len(verdicts)} claim{'s' if len(verdicts) != 1 else ''}"
+    return f"{claims}: " + ", ".join(f"{n} {word}" for word, n in counts.items())
+
+
+def by_paper(table: pd.DataFrame, ledger: pd.DataFrame) -> str:
+    """:func:`glance_table` as one table per paper, in the book's order, each under a line that
+    names the paper and counts its verdicts: the paper column, the same in every row of a paper, is
+    dropped, which gives the claims room to wrap less."""
+    blocks = []
+    for paper in dict.fromkeys(table.paper):
+        rows = table[table.paper == paper].drop(columns="paper")
+        verdicts = ledger.loc[ledger.chapter == paper, "verdict"]
+        blocks.append(f"**{paper}**: {count_line(verdicts)}.\n\n{markdown(rows)}")
+    return "\n".join(blocks)
+
+
 def main(argv: list[str] | None = None) -> None:
     target = Path((argv or sys.argv[1:])[0])
     target.parent.mkdir(parents=True, exist_ok=True)
     from .chapters.ledger import ledger as read_ledger
 
     table = read_ledger()
-    target.write_text(markdown(glance_table(table)) + "\n" + scales_text(table) + "\n")
+    target.write_text(by_paper(glance_table(table), table) + "\n" + scales_text(table) + "\n")
     print(f"{target} written")
 
 

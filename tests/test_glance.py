@@ -41,3 +41,14 @@ def test_a_verdict_the_gate_would_read_otherwise_is_flagged_on_the_landing_page(
     verdict = glance.glance_table(row)["our verdict"].iloc[0]
     assert verdict == "**holds** ⚑ with the still-rising cells left out: untested at this scale"
     assert glance.glance_table(row.assign(note="2 seeds"))["our verdict"].iloc[0] == "**holds**"
+
+
+def test_the_landing_page_gives_each_paper_its_own_table_under_a_count_of_its_verdicts():
+    table = ledger.ledger()
+    two = table.head(3).assign(chapter=["A", "A", "B"], verdict=["holds", "inconclusive", "holds"])
+    text = glance.by_paper(glance.glance_table(two), two)
+    headers = [line for line in text.splitlines() if line.startswith("| claim |")]
+    assert len(headers) == 2 and all("| paper |" not in line for line in headers)
+    assert "**A**: 2 claims: 1 holds, 1 inconclusive." in text and "**B**: 1 claim: 1 holds." in text
+    assert text.index("**A**") < text.index("**B**")
+    assert glance.count_line(table.verdict).startswith(f"{len(table)} claims: ")
