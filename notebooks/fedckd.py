@@ -276,6 +276,9 @@ if paper_diverged:
                                  f"{d.environment.get('device_name', 'an unrecorded machine')}" for d in paper_diverged)
                      + ". A claim needs every method it names in a seed, so a diverged run takes its seed out of "
                        "the claims that name its method; the verdict box's notes say which."))
+    checked = chapter.machine_check_text(chapter.machine_checks(paper_diverged))
+    if checked:
+        display(Markdown(checked))
 
 # %% [markdown]
 # The best-round accuracy (pFedSD's code reports the best mean over rounds, which may be what

@@ -449,3 +449,33 @@ def test_a_diverged_run_takes_its_seed_out_of_exactly_the_claims_that_name_its_m
                              "every personalised method beats FedAvg and FedProx"}
     assert left_out["FedCKD > pFedSD"].endswith("pathological seed 1 (pFedSD diverged in round 18)")
     assert claims.diverged_seeds([], []) == {}
+
+
+def test_a_diverged_run_finished_on_another_machine_is_shown_beside_it_and_read_by_no_verdict(tmp_path):
+    import shutil
+    from types import SimpleNamespace
+
+    from fedkd_core.results import stored_records
+
+    key = "e4d93f14b78c1811"  # pFedSD, pathological, seed 1: diverged on an H200, finished on a Zen 5 CPU
+    committed = Path(__file__).resolve().parents[1] / "results" / "machine_checks" / "paper" / "pfedsd" / f"{key}.json"
+    target = tmp_path / "machine_checks" / "paper" / "pfedsd"
+    target.mkdir(parents=True)
+    shutil.copy(committed, target)
+    diverged = SimpleNamespace(algorithm="pfedsd", key=key, round=18, environment={"device_name": "GPU X"},
+                               config={"seed": 1, "data": {"partition": "pathological"}})
+    checks = chapter.machine_checks([diverged], root=tmp_path)
+    assert len(checks) == 1 and checks[0][1].key == key
+    text = chapter.machine_check_text(checks)
+    assert "pFedSD, pathological, seed 1: diverged on GPU X in round 18, finished on AMD EPYC" in text
+    assert f"at {checks[0][1].final['alma'] * 100:.2f}% after 100 rounds" in text
+    assert chapter.machine_checks([replace_key(diverged, "0" * 16)], root=tmp_path) == []
+    assert chapter.machine_check_text([]) == ""
+    configs = chapter.experiments(chapter.PAPER_FMNIST100)
+    assert key not in {record.key for record in stored_records(configs, root=tmp_path)}  # no verdict reads it
+
+
+def replace_key(run, key):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{**vars(run), "key": key})

@@ -30,7 +30,8 @@ from .hyperparameters import hyperparameter_table, settings_columns
 from .paper import (ACCURACY_TABLES, paper_accuracy_table, paper_accuracy_tables, paper_table3, paper_table4,
                     paper_table5)
 from .profiles import PAPER_FMNIST100, REDUCED_PROFILE, RERUNS, ROBUSTNESS_BASE
-from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, experiments_to_run, method_differences, paper_column,
+from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, experiments_to_run, machine_check_text, machine_checks,
+                      method_differences, paper_column,
                       paper_scale_records,
                       records_and_runs, reduced_profile_records, reduced_records_by_grid)
 from .robustness import ROBUSTNESS

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from ...experiment import ExperimentConfig
 from .. import method_differences as shared_method_differences, reuses_reduced, uncovered
-from .grid import SETTING_OF_PARTITION, Params, grids
+from .grid import METHOD_NAMES, SETTING_OF_PARTITION, Params, grids
 from .profiles import PAPER_FMNIST100, REDUCED_PROFILE
 
 # Seeds beyond the profile's three are read where committed (notebooks/params/reduced/fedckd_5seeds.yaml
@@ -46,6 +46,39 @@ def paper_column(root=None) -> tuple[list, list]:
 
     configs = grids(PAPER_FMNIST100)["main"]
     return stored_records(configs, root), stored_divergences(configs, root)
+
+
+MACHINE_CHECKS = "machine_checks"  # results/machine_checks/<profile>/<algorithm>/<key>.json (results/README.md)
+
+
+def machine_checks(diverged, root=None) -> list[tuple]:
+    """(divergence, record) for each run of ``diverged`` that was run again on another machine and
+    finished there: the record of the same config (same key) kept under
+    ``<results>/machine_checks/``, where it does not take the diverged run's place in the
+    tables or verdicts. It tells a divergence of the method from one of a machine's arithmetic."""
+    from ...results import read_record, results_dir
+
+    checks = results_dir(root) / MACHINE_CHECKS
+    found = []
+    for divergence in diverged:
+        paths = sorted(checks.glob(f"*/{divergence.algorithm}/{divergence.key}.json"))
+        found += [(divergence, read_record(path)) for path in paths[:1]]
+    return found
+
+
+def machine_check_text(checks) -> str:
+    """What :func:`machine_checks` found, in words ("" where none)."""
+    if not checks:
+        return ""
+    lines = [f"{METHOD_NAMES.get(d.algorithm, d.algorithm)}, {d.config['data']['partition']}, seed {d.config['seed']}: "
+             f"diverged on {d.environment.get('device_name', 'an unrecorded machine')} in round {d.round}, "
+             f"finished on {r.environment.get('device_name', 'an unrecorded machine')} at "
+             f"{r.final['alma'] * 100:.2f}% after {r.config['rounds']} rounds" for d, r in checks]
+    return ("The same config run again on another machine (`results/machine_checks/`, read by no table or "
+            "verdict): " + "; ".join(lines) + ". A run that diverges under one machine's arithmetic and not "
+            "under another's sits at the edge of stability at this learning rate and says more about the "
+            "arithmetic than about the method, so the claims leave its seed out rather than count it against the "
+            "method.")
 
 
 def cell_of(run) -> tuple:
