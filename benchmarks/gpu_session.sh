@@ -5,6 +5,8 @@
 # here once (echo /.gpu/ >> .git/info/exclude; mkdir -p .gpu), then put in it what the session needs:
 #   CIFAR-10:       cp ../shared/data/install.py ../shared/data/cifar10_jpeg.npz .gpu/
 #   (Fashion-)MNIST: python benchmarks/gpu_pack.py fashion_mnist      # .gpu/fashion_mnist.npz.xz, 25 MiB
+#   (where the tree leaves too little room: ... --parts 2, then carry one part per call, back to back,
+#   the first with the same command: it keeps its part on the machine and stops until the last comes)
 #   FedGMKD:        .venv/bin/python -m pip download --no-deps -d .gpu finch-clust==0.2.3
 # then call the device tool's run with carry naming those files, timeout_s 600 and the command
 #   bash benchmarks/gpu_session.sh 520            # or: ... 520 --records-only (steps 1-3 ran on an H200, 2026-11-26)
@@ -25,14 +27,29 @@ if compgen -G ".gpu/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/*.whl || exit 1
 fi
 export PYTHONPATH="/tmp/site:$PWD"
-python3 - <<'PY' || exit 1
-import lzma, os, sys
+python3 - <<'PY'
+import lzma, os, re, shutil, sys
 from pathlib import Path
 import numpy as np
 data = Path(os.environ["FEDKD_DATA"])
-for packed in sorted(Path(".gpu").glob("*.npz.xz")):   # benchmarks/gpu_pack.py's files
-    target = data / packed.name[:-3]
-    target.write_bytes(lzma.decompress(packed.read_bytes()))
+stash = Path("/tmp/gpu_parts")  # parts carried by earlier calls to this (warm) machine
+stash.mkdir(exist_ok=True)
+for part in Path(".gpu").glob("*.npz.xz.*of*"):
+    shutil.copy(part, stash / part.name)
+packs = {packed.name: packed.read_bytes() for packed in sorted(Path(".gpu").glob("*.npz.xz"))}
+groups = {}
+for part in stash.glob("*.npz.xz.*of*"):  # benchmarks/gpu_pack.py --parts N: NAME.npz.xz.<i>of<N>
+    name, i, n = re.fullmatch(r"(.+\.npz\.xz)\.(\d+)of(\d+)", part.name).groups()
+    groups.setdefault((name, int(n)), {})[int(i)] = part
+for (name, n), parts in sorted(groups.items()):
+    if len(parts) < n:
+        print(f"{name}: {len(parts)} of {n} parts on this machine; carry the others in the next call, "
+              f"while it is warm")
+        sys.exit(3)
+    packs[name] = b"".join(parts[i].read_bytes() for i in range(1, n + 1))
+for name, packed in packs.items():   # benchmarks/gpu_pack.py's files
+    target = data / name[:-3]
+    target.write_bytes(lzma.decompress(packed))
     print(f"{target}: ready ({len(np.load(target)['y_train'])} training images)")
 if Path(".gpu/cifar10_jpeg.npz").exists():
     sys.path.insert(0, ".gpu")
@@ -40,6 +57,7 @@ if Path(".gpu/cifar10_jpeg.npz").exists():
     np.savez(data / "cifar10.npz", **decode_jpeg_bundle(Path(".gpu/cifar10_jpeg.npz")))
     print(f"{data / 'cifar10.npz'}: ready")
 PY
+case $? in 0) ;; 3) exit 0 ;; *) exit 1 ;; esac
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 args=("${@:2}")
 if [ "${GPU_MPS:-0}" = 1 ]; then
@@ -52,13 +70,16 @@ if [ "${GPU_MPS:-0}" = 1 ]; then
     echo quit | nvidia-cuda-mps-control 2>/dev/null
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     for i in "${!args[@]}"; do  # fewer workers where they take turns on the GPU
-      [ "${args[$i]}" = --records-workers ] && args[$((i + 1))]="${GPU_WORKERS_WITHOUT_MPS:-4}"
+      if [ "${args[$i]}" = --records-workers ] && [ "${args[$((i + 1))]}" -gt "${GPU_WORKERS_WITHOUT_MPS:-4}" ]; then
+        args[$((i + 1))]="${GPU_WORKERS_WITHOUT_MPS:-4}"
+      fi
     done
   fi
 fi
 ( while sleep 60; do nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader | sed 's/^/  gpu: /'; done ) &
 monitor=$!
 python3 benchmarks/gpu_session.py --out "$out" --budget "$budget" "${args[@]}" 2>&1 | tee "$out/log.txt"
+rc=${PIPESTATUS[0]}
 kill "$monitor" 2>/dev/null
 [ "${GPU_MPS:-0}" = 1 ] && echo quit | nvidia-cuda-mps-control 2>/dev/null
-exit 0
+exit "$rc"

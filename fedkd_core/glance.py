@@ -68,7 +68,7 @@ def markdown(table: pd.DataFrame) -> str:
 def count_line(verdicts: pd.Series) -> str:
     """"3 claims: 1 holds, 2 inconclusive": how many of a paper's claims got each verdict, in the
     order the verdicts first come."""
-    counts = verdicts.value_counts(sort=False).reindex(list(dict.fromkeys(verdicts)))
+    counts = verdicts.fillna("no verdict").value_counts(sort=False)
     claims = f"{len(verdicts)} claim{'s' if len(verdicts) != 1 else ''}"
     return f"{claims}: " + ", ".join(f"{n} {word}" for word, n in counts.items())
 

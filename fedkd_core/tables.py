@@ -156,13 +156,23 @@ def ranks(table: pd.DataFrame, group: list[str], value: str) -> pd.Series:
         if group else scored.rank(ascending=False, method="min")
 
 
+def run_variance(std, n) -> float | None:
+    """One run's variance estimated from a std over ``n`` seeds as the tables print it (ddof = 0,
+    so times n / (n - 1)); None without a spread (one seed, or none printed)."""
+    if not n > 1 or missing(std):
+        return None
+    return float(std) ** 2 * n / (n - 1)
+
+
 def noise_band(std_a, n_a, std_b, n_b) -> float:
-    """Two standard errors of the difference of two seed means, from each side's std over its
-    ``n`` seeds as the tables print it (ddof = 0, so its variance over n - 1 is the mean's): a
-    smaller difference does not order the two methods. 0 where a side has no spread or one seed."""
-    if not (n_a > 1 and n_b > 1) or missing(std_a) or missing(std_b):
+    """Two standard errors of the difference of two seed means: a smaller difference does not order
+    the two methods. A side with one seed has no spread of its own and takes the other side's run
+    variance; 0 where neither side has a spread."""
+    var_a, var_b = run_variance(std_a, n_a), run_variance(std_b, n_b)
+    if var_a is None and var_b is None:
         return 0.0
-    return 2.0 * float(np.sqrt(std_a**2 / (n_a - 1) + std_b**2 / (n_b - 1)))
+    var_a, var_b = (var_a if var_a is not None else var_b), (var_b if var_b is not None else var_a)
+    return 2.0 * float(np.sqrt(var_a / max(n_a, 1) + var_b / max(n_b, 1)))
 
 
 def rank_ranges(table: pd.DataFrame, group: list[str], value: str = "mean_ours", std: str = "std_ours",
@@ -263,8 +273,8 @@ def legend(at_paper_scale: bool, baseline: str | None) -> str:
         head = ("At a reduced scale absolute accuracies are not comparable with the paper's; each cell "
                 f"shows ours (mean ± std over seeds), its rank among the methods of its column (#1 = best) "
                 f"beside the paper's rank{gain}. A range (#1-3) is a rank the seeds cannot fix: the methods "
-                "within two standard errors of the difference of the means (over seeds) could be above or "
-                "below it. The verdicts test the differences themselves.")
+                "within two standard errors of the difference of the means (over seeds; a one-seed cell takes "
+                "the other's spread) could be above or below it. The verdicts test the differences themselves.")
     return head + "<br>" + " &nbsp; ".join(parts)
 
 

@@ -275,7 +275,9 @@ if paper_diverged:
                                  f"{d.config['seed']}: {d.error}, in round {d.round}, on "
                                  f"{d.environment.get('device_name', 'an unrecorded machine')}" for d in paper_diverged)
                      + ". A claim needs every method it names in a seed, so a diverged run takes its seed out of "
-                       "the claims that name its method; the verdict box's notes say which."))
+                       "the claims that name its method; on this column: "
+                     + "; ".join(f"*{claim}*: {text}" for claim, text in
+                                 chapter.diverged_seeds(paper_records, paper_diverged).items()) + "."))
     checked = chapter.machine_check_text(chapter.machine_checks(paper_diverged))
     if checked:
         display(Markdown(checked))

@@ -92,8 +92,8 @@ def test_a_yaml_header_states_the_measured_cost_of_its_own_records_per_machine()
     old = "# about\n# Measured cost (old\n# including old).\n# Run with\nprofile: paper\n"
     assert with_cost_header(old, header) == "# about\n# Measured cost (new\n# including new).\n# Run with\nprofile: paper\n"
     assert with_cost_header("# about\nprofile: paper\n", header) == "# about\n# Measured cost (new\n# including new).\nprofile: paper\n"
-    three = "# about\n# Measured cost (old\n# including old):\n#   1 run.\n# Run with\nprofile: paper\n"
-    assert with_cost_header(three, header) == "# about\n# Measured cost (new\n# including new).\n# Run with\nprofile: paper\n"
+    three = "# about\n# Measured cost (old\n# including old):\n#   1 of 2 runs: 1 run, 0.1 h on X.\n#   python -m x\nprofile: paper\n"
+    assert with_cost_header(three, header) == "# about\n# Measured cost (new\n# including new).\n#   python -m x\nprofile: paper\n"
 
 
 def test_a_redesign_is_not_counted_as_its_profile_until_it_replaces_it():

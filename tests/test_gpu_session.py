@@ -123,7 +123,7 @@ def test_a_packed_dataset_unpacks_to_the_same_arrays_and_a_changed_one_is_refuse
               "x_test": rng.integers(0, 256, (10, 28, 28), dtype=np.uint8), "y_test": rng.integers(0, 10, 10)}
     np.savez_compressed(tmp_path / "tiny.npz", **arrays)
     monkeypatch.setenv("FEDKD_DATA", str(tmp_path))
-    packed = pack.pack("tiny", folder=tmp_path / "out")
+    [packed] = pack.pack("tiny", folder=tmp_path / "out")
     unpacked = np.load(io.BytesIO(lzma.decompress(packed.read_bytes())))
     assert sorted(unpacked.files) == sorted(arrays)
     assert all(np.array_equal(unpacked[k], arrays[k]) for k in arrays)
@@ -139,3 +139,15 @@ def test_a_packed_dataset_unpacks_to_the_same_arrays_and_a_changed_one_is_refuse
     monkeypatch.setattr(pack.lzma, "decompress", corrupted)
     with pytest.raises(SystemExit, match="differ"):
         pack.pack("tiny", folder=tmp_path / "out")
+    monkeypatch.setattr(pack.lzma, "decompress", original)
+    assert 20 * 2**20 < pack.tracked_bytes() < pack.TRAVEL_LIMIT  # this repository's own tree, from git
+    monkeypatch.setattr(pack, "tracked_bytes", lambda: pack.TRAVEL_LIMIT)  # a tree that fills the limit alone
+    with pytest.raises(SystemExit, match="exceed"):
+        pack.pack("tiny", folder=tmp_path / "out")
+    assert pack.room_left(2**20, pack.TRAVEL_LIMIT - 3 * 2**20) == 2 * 2**20
+    monkeypatch.setattr(pack, "tracked_bytes", lambda: 0)
+    parts = pack.pack("tiny", folder=tmp_path / "out", parts=2)  # replaces the whole pack written above
+    assert [p.name for p in parts] == ["tiny.npz.xz.1of2", "tiny.npz.xz.2of2"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["tiny.npz.xz.1of2", "tiny.npz.xz.2of2"]
+    joined = b"".join(p.read_bytes() for p in parts)
+    assert np.array_equal(np.load(io.BytesIO(lzma.decompress(joined)))["x_train"], arrays["x_train"])

@@ -9,6 +9,8 @@ profile behind the records shown is never mistaken for the one that executed the
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
@@ -229,6 +231,7 @@ def reproduce_box(chapter: str) -> pd.DataFrame:
 
 COST_MARK = "# Measured cost"
 COST_CONTINUED = "#   "  # the indented line that holds the figures
+COST_FIGURES = r"#   \d+ (of \d+ )?runs?[: ]"  # that line as cost_text writes it ("#   28 of 51 runs: ...")
 
 
 def chapter_of(path: Path) -> str:
@@ -259,7 +262,7 @@ def cost_text(records, planned: int | None = None) -> str:
 
 
 def cost_header(path: Path, results=None) -> list[str]:
-    """The two comment lines that state a profile yaml's measured cost from its committed records."""
+    """The three comment lines that state a profile yaml's measured cost from its committed records."""
     from ..sweep import load_grid
 
     chapter = chapter_of(path)
@@ -273,14 +276,16 @@ def cost_header(path: Path, results=None) -> list[str]:
 
 def with_cost_header(text: str, header: list[str]) -> str:
     """``text`` (a yaml) with its measured-cost lines (the mark and the lines after it that start
-    "# including" or :data:`COST_CONTINUED`) replaced by ``header``, or ``header`` at the end of its leading comments."""
+    "# including", then the figures' line, :data:`COST_FIGURES`) replaced by ``header``, or ``header`` at the end of its leading comments."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith(COST_MARK)), None)
     if start is None:
         start = end = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
     else:
         end = start + 1
-        while end < len(lines) and lines[end].startswith(("# including", COST_CONTINUED)):
+        while end < len(lines) and lines[end].startswith("# including"):
+            end += 1
+        if end < len(lines) and re.match(COST_FIGURES, lines[end]):  # the figures' line, once
             end += 1
     lines[start:end] = header
     return "\n".join(lines) + "\n"

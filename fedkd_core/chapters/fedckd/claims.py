@@ -73,46 +73,60 @@ def effects_of(frame: pd.DataFrame, value: str = "final") -> pd.DataFrame:
     return effects.reset_index()
 
 
-def _stand_ins(divergences, value: float) -> pd.DataFrame:
-    """One observation per diverged run, at ``value``: what its run would add had it finished."""
-    rows = []
-    for run in divergences:
-        dataset, setting, clients, *_, algorithm, gamma = cell_of(run)
-        rows.append({"dataset": dataset, "setting": setting, "clients": clients, "seed": int(run.config["seed"]),
-                     "algorithm": CONSTANT if algorithm == "fedckd" and gamma == 1.0 else algorithm, "final": value,
-                     "round": run.round})
-    return pd.DataFrame(rows)
+LEFT_OUT = "left out, a run it compares having diverged: "
+
+
+def _stand_in(run) -> dict:
+    """The observation a diverged run would have added had it finished (its value is never read:
+    :func:`diverged_seeds` asks only whether a claim has an effect with it and without it)."""
+    dataset, setting, clients, *_, algorithm, gamma = cell_of(run)
+    return {"dataset": dataset, "setting": setting, "clients": clients, "seed": int(run.config["seed"]),
+            "algorithm": CONSTANT if algorithm == "fedckd" and gamma == 1.0 else algorithm, "final": 0.0}
+
+
+def _round_text(run) -> str:
+    return "?" if run.round is None else str(int(run.round))
 
 
 def diverged_seeds(records, divergences) -> dict[str, str]:
     """Claim -> the seeds it leaves out because a run it compares diverged, with that run's method
-    and round ("pathological seeds 1, 2 (pFedSD diverged in rounds 18, 12)"). A claim needs every
-    method it names in a cell and seed (:func:`effects_of`), so a diverged run takes its seed out of
-    each claim that names its method: the verdict rests on the seeds left, and says so."""
+    and round ("pathological seeds 1, 2 (pFedSD diverged in rounds 18, 12)"; :data:`LEFT_OUT`
+    introduces it in a verdict's note). A claim needs every
+    method it names in a cell and seed (:func:`effects_of`): a diverged run took a seed out of a
+    claim where, with a stand-in for every diverged run, the claim has an effect in that seed, and
+    without this run's stand-in it has none (so two runs diverged in one seed are both named)."""
     if not divergences:
         return {}
     keys = list(EFFECT_CELL_KEYS) + ["seed"]
     base = observations(records)
-    stand_ins = _stand_ins(divergences, 0.0)
-    without = effects_of(base).set_index(keys)
-    lost: dict[str, dict[tuple, set]] = {}
-    for _, run in stand_ins.iterrows():  # a run counts for a claim whose effect moves with its value
-        others = stand_ins.drop(index=run.name)
-        low = effects_of(pd.concat([base, others, stand_ins.loc[[run.name]]], ignore_index=True)).set_index(keys)
-        high = effects_of(pd.concat([base, others, stand_ins.loc[[run.name]].assign(final=1.0)],
-                                    ignore_index=True)).set_index(keys)
-        row = tuple(run[k] for k in keys)
-        for claim in low.columns:
-            missing_before = row not in without.index or pd.isna(without.at[row, claim]) \
-                if claim in without.columns else True
-            moves = pd.notna(low.at[row, claim]) and low.at[row, claim] != high.at[row, claim]
-            if missing_before and moves:
-                label = f"{METHOD_NAMES.get(run.algorithm, 'FedCKD γ = 1')} diverged in round"
-                lost.setdefault(claim, {}).setdefault((run.setting, label), set()).add((run.seed, run["round"]))
-    return {claim: "left out, a run it compares having diverged: " + "; ".join(
-        f"{setting} seed{'s' if len(found) > 1 else ''} {', '.join(str(s) for s, _ in sorted(found))} "
-        f"({label}{'s' if len(found) > 1 else ''} {', '.join(str(r) for _, r in sorted(found))})"
-        for (setting, label), found in sorted(groups.items())) for claim, groups in lost.items()}
+    stand_ins = [_stand_in(run) for run in divergences]
+    with_all = effects_of(pd.concat([base, pd.DataFrame(stand_ins)], ignore_index=True)).set_index(keys)
+    lost: dict[str, dict[tuple, list]] = {}
+    for i, (run, stand_in) in enumerate(zip(divergences, stand_ins)):
+        others = pd.DataFrame(stand_ins[:i] + stand_ins[i + 1:], columns=list(stand_in))
+        without = effects_of(pd.concat([base, others], ignore_index=True)).set_index(keys)
+        row = tuple(stand_in[k] for k in keys)
+        for claim in with_all.columns:
+            has_with = pd.notna(with_all.at[row, claim])
+            has_without = row in without.index and claim in without.columns and pd.notna(without.at[row, claim])
+            if has_with and not has_without:
+                cell = (stand_in["dataset"], stand_in["clients"], stand_in["setting"], stand_in["algorithm"])
+                lost.setdefault(claim, {}).setdefault(cell, []).append((stand_in["seed"], _round_text(run)))
+    return {claim: "; ".join(_lost_text(cell, found, len({c[:2] for c in cells}) > 1)
+                             for cell, found in sorted(cells.items()))
+            for claim, cells in lost.items()}
+
+
+def _lost_text(cell: tuple, found: list, name_the_data: bool) -> str:
+    """"pathological seeds 1, 2 (pFedSD diverged in rounds 18, 12)"; with ``name_the_data``, the
+    dataset and client count too."""
+    dataset, clients, setting, algorithm = cell
+    found = sorted(found)
+    plural = "s" if len(found) > 1 else ""
+    where = f"{dataset}, n = {clients}, {setting}" if name_the_data else setting
+    return (f"{where} seed{plural} {', '.join(str(seed) for seed, _ in found)} "
+            f"({METHOD_NAMES.get(algorithm, 'FedCKD γ = 1')} diverged in round{plural} "
+            f"{', '.join(text for _, text in found)})")
 
 
 def claim_effects(records) -> pd.DataFrame:
@@ -157,6 +171,6 @@ def ledger_rows(root=None) -> pd.DataFrame:
     rows = judged_rows("FedCKD", module, basis.records, "fedckd.html#verdict", basis.scale, evidence(basis.records),
                        enforce_gate=basis.enforce_gate, sections={ANNEALING_CLAIM: "fedckd.html#table-iv-annealing"})
     left_out = diverged_seeds(basis.records, stored_divergences(experiments(basis.params), root))
-    rows["note"] = [("; ".join(filter(None, [note, left_out.get(claim, "")])))
+    rows["note"] = [("; ".join(filter(None, [note, LEFT_OUT + left_out[claim] if claim in left_out else ""])))
                     for claim, note in zip(rows.claim, rows.note)]
     return rows
