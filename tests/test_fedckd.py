@@ -474,7 +474,7 @@ def test_a_diverged_run_finished_on_another_machine_is_shown_beside_it_and_read_
     checks = chapter.machine_checks([diverged], root=tmp_path)
     assert len(checks) == 1 and checks[0][1].key == key
     text = chapter.machine_check_text(checks)
-    assert "pFedSD, pathological, seed 1: diverged on GPU X in round 18, finished on AMD EPYC" in text
+    assert "pFedSD, pathological, seed 1: diverged on GPU X in round 18, finished on AMD EPYC Zen 5" in text
     assert f"at {checks[0][1].final['alma'] * 100:.2f}% after 100 rounds" in text
     assert chapter.machine_checks([replace_key(diverged, "0" * 16)], root=tmp_path) == []
     assert chapter.machine_check_text([]) == ""

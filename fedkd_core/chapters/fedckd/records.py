@@ -70,15 +70,16 @@ def machine_check_text(checks) -> str:
     """What :func:`machine_checks` found, in words ("" where none)."""
     if not checks:
         return ""
+    from ...cpuinfo import machine_text
+
     lines = [f"{METHOD_NAMES.get(d.algorithm, d.algorithm)}, {d.config['data']['partition']}, seed {d.config['seed']}: "
-             f"diverged on {d.environment.get('device_name', 'an unrecorded machine')} in round {d.round}, "
-             f"finished on {r.environment.get('device_name', 'an unrecorded machine')} at "
+             f"diverged on {machine_text(d.environment.get('device_name'))} in round {d.round}, "
+             f"finished on {machine_text(r.environment.get('device_name'))} at "
              f"{r.final['alma'] * 100:.2f}% after {r.config['rounds']} rounds" for d, r in checks]
     return ("The same config run again on another machine (`results/machine_checks/`, read by no table or "
             "verdict): " + "; ".join(lines) + ". A run that diverges under one machine's arithmetic and not "
-            "under another's sits at the edge of stability at this learning rate and says more about the "
-            "arithmetic than about the method, so the claims leave its seed out rather than count it against the "
-            "method.")
+            "under another's sits at the edge of stability at this learning rate; the claims leave its seed out "
+            "rather than count it against the method.")
 
 
 def cell_of(run) -> tuple:
