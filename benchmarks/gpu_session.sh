@@ -16,6 +16,8 @@
 #   (GPU_MPS=1 starts CUDA's multi-process service, so that the workers' small kernels share the GPU
 #   at once instead of in turns; if it does not start, the session goes on without it, with
 #   GPU_WORKERS_WITHOUT_MPS workers, default 4)
+#   GPU_DIVERGENCE_CHECK=1 first runs benchmarks/gpu_divergence.py (why pFedSD diverged on the H200; about
+#   2 minutes outside the budget: give the session 400 s then)
 # Result files and records.tar.gz come back under $OUT: copy the result files to
 # benchmarks/results/, and unpack records.tar.gz in the repository root.
 set -uo pipefail
@@ -75,6 +77,9 @@ if [ "${GPU_MPS:-0}" = 1 ]; then
       fi
     done
   fi
+fi
+if [ "${GPU_DIVERGENCE_CHECK:-0}" = 1 ]; then  # benchmarks/gpu_divergence.py, about 2 minutes, before the budget starts
+  python3 benchmarks/gpu_divergence.py --out "$out" 2>&1 | tee "$out/divergence_log.txt"
 fi
 ( while sleep 60; do nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader | sed 's/^/  gpu: /'; done ) &
 monitor=$!

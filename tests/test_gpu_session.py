@@ -151,3 +151,17 @@ def test_a_packed_dataset_unpacks_to_the_same_arrays_and_a_changed_one_is_refuse
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["tiny.npz.xz.1of2", "tiny.npz.xz.2of2"]
     joined = b"".join(p.read_bytes() for p in parts)
     assert np.array_equal(np.load(io.BytesIO(lzma.decompress(joined)))["x_train"], arrays["x_train"])
+
+
+def test_the_divergence_check_runs_the_diverged_paper_run_cut_short():
+    spec = importlib.util.spec_from_file_location("gpu_divergence", ROOT / "benchmarks" / "gpu_divergence.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    from fedkd_core.results import config_hash
+
+    config = check.pathological_config(seed=1, rounds=22, smoke=False)
+    assert config.algorithm == "pfedsd" and config.rounds == 22 and config.data.partition == "pathological"
+    full = check.pathological_config(seed=1, rounds=100, smoke=False)
+    assert config_hash(full) == "e4d93f14b78c1811"  # the run that diverged on the H200 in round 18
+    small = check.pathological_config(seed=1, rounds=1, smoke=True)
+    assert small.data.num_clients == 10 and small.rounds == 1
