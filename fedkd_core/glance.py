@@ -67,10 +67,15 @@ def markdown(table: pd.DataFrame) -> str:
 
 def count_line(verdicts: pd.Series) -> str:
     """"3 claims: 1 holds, 2 inconclusive": how many of a paper's claims got each verdict, in the
-    order the verdicts first come."""
-    counts = verdicts.fillna("no verdict").value_counts(sort=False)
+    same order for every paper (:data:`fedkd_core.verdicts.WORDS`), "does not hold" in the plural
+    where it counts several."""
+    from .verdicts import DOES_NOT_HOLD, WORDS
+
+    counts = verdicts.fillna("no verdict").value_counts()
+    order = [w for w in WORDS if w in counts] + sorted(w for w in counts.index if w not in WORDS)
     claims = f"{len(verdicts)} claim{'s' if len(verdicts) != 1 else ''}"
-    return f"{claims}: " + ", ".join(f"{n} {word}" for word, n in counts.items())
+    return f"{claims}: " + ", ".join(
+        f"{counts[word]} {'do not hold' if word == DOES_NOT_HOLD and counts[word] > 1 else word}" for word in order)
 
 
 def by_paper(table: pd.DataFrame, ledger: pd.DataFrame) -> str:

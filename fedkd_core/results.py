@@ -459,16 +459,19 @@ def stored_divergences(configs, root=None) -> list[Divergence]:
 
 
 def finished_runs(configs, records, root=None) -> int:
-    """How many runs of ``configs`` are finished: ``records`` (their stored records) and the
-    divergences stored under ``root`` (a diverged run has no accuracy, and is finished)."""
-    return len(records) + len(stored_divergences(configs, root))
+    """How many distinct runs of ``configs`` are finished: ``records`` (their stored records) and
+    the divergences stored under ``root`` (a diverged run has no accuracy, and is finished). A run
+    counts once however often it comes (FedCKD's γ = 0.99 runs are in two of its grids)."""
+    planned = {config_hash(config): config for config in configs}
+    done = {record.key for record in records} & set(planned)
+    return len(done) + len({d.key for d in stored_divergences(planned.values(), root)})
 
 
 def every_run_finished(configs, records, root=None) -> bool:
     """Whether every run of ``configs`` is finished (:func:`finished_runs`): a sweep's verdicts
     move onto its runs only then, never onto the seeds or cells it reached first."""
     configs = list(configs)
-    return finished_runs(configs, records, root) == len(configs)
+    return finished_runs(configs, records, root) == len({config_hash(config) for config in configs})
 
 
 def is_finished(config: ExperimentConfig, root=None) -> bool:

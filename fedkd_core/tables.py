@@ -273,8 +273,9 @@ def legend(at_paper_scale: bool, baseline: str | None) -> str:
         head = ("At a reduced scale absolute accuracies are not comparable with the paper's; each cell "
                 f"shows ours (mean ± std over seeds), its rank among the methods of its column (#1 = best) "
                 f"beside the paper's rank{gain}. A range (#1-3) is a rank the seeds cannot fix: the methods "
-                "within two standard errors of the difference of the means (over seeds; a one-seed cell takes "
-                "the other's spread) could be above or below it. The verdicts test the differences themselves.")
+                "within two standard errors of the difference of the means could be above or below it (the ± printed "
+                "is the std over seeds with ddof 0; the standard errors use the sample std, ddof 1, and a one-seed "
+                "cell takes the other's). The verdicts test the differences themselves.")
     return head + "<br>" + " &nbsp; ".join(parts)
 
 

@@ -66,6 +66,7 @@ from fedkd_core import plots, report, tables
 from fedkd_core.algorithms import algorithm_config
 from fedkd_core.chapters import fedckd as chapter
 from fedkd_core.chapters import notebook_params, reuse_message
+from fedkd_core.cpuinfo import machine_text
 from fedkd_core.results import run_grid
 
 params = notebook_params(chapter.Params, globals())
@@ -272,10 +273,11 @@ table2 = show_comparison("pathological", "Table II — pathological setting")
 if paper_diverged:
     display(Markdown("Runs of the paper-scale column that diverged (no accuracy; stored as `.diverged.json`): "
                      + "; ".join(f"{chapter.METHOD_NAMES[d.algorithm]}, {d.config['data']['partition']}, seed "
-                                 f"{d.config['seed']}: {d.error}, in round {d.round}, on "
-                                 f"{d.environment.get('device_name', 'an unrecorded machine')}" for d in paper_diverged)
+                                 f"{d.config['seed']}: {d.error.split('; ')[0]}, in round {d.round}, on "
+                                 f"{machine_text(d.environment.get('device_name'))}" for d in paper_diverged)
                      + ". A claim needs every method it names in a seed, so a diverged run takes its seed out of "
-                       "the claims that name its method; on this column: "
+                       "the claims that name its method; with the runs finished so far (a seed still missing "
+                       "another method is out already, and is named once that method has run): "
                      + "; ".join(f"*{claim}*: {text}" for claim, text in
                                  chapter.diverged_seeds(paper_records, paper_diverged).items()) + "."))
     checked = chapter.machine_check_text(chapter.machine_checks(paper_diverged))

@@ -378,9 +378,16 @@ def test_the_verdicts_rest_on_the_paper_scale_column_only_once_all_its_runs_are_
     text = chapter.verdict_basis_text(tmp_path)
     assert f"**0 of the {runs} runs**" in text
     assert "the verdicts move to it once all of them are" in text and "rest on the **reduced** profile's 0 committed records" in text
-    monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: ["a record"] * (runs - 1))
+    from types import SimpleNamespace
+
+    from fedkd_core.results import config_hash
+
+    records = [SimpleNamespace(key=config_hash(c)) for c in chapter.experiments(chapter.PAPER_FMNIST100)]
+    monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: records[:-1])
     assert chapter.verdict_basis(tmp_path).params == chapter.REDUCED_PROFILE  # one run short: still reduced
-    monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: ["a record"] * runs)
+    monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: records[:-1] + records[:1])
+    assert chapter.verdict_basis(tmp_path).params == chapter.REDUCED_PROFILE  # one run twice is still one short
+    monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: records)
     paper = chapter.verdict_basis(tmp_path)
     assert paper.params == chapter.PAPER_FMNIST100 and len(paper.records) == runs and not paper.enforce_gate
     assert f"rest on the **paper** profile's {runs} committed records" in chapter.verdict_basis_text(tmp_path)

@@ -409,7 +409,10 @@ def test_the_verdicts_move_to_the_50_round_rerun_only_once_every_run_is_finished
     text = chapter.verdict_basis_text(tmp_path)
     assert f"**0 of the {len(planned)} runs**" in text and "move to it once all of them are" in text
     assert empty.scale.endswith("500 images per client, 15 rounds (the paper: 50)")
-    monkeypatch.setattr(redesign, "redesign_records", lambda root=None: ["a record"] * (len(planned) - 1))
+    from types import SimpleNamespace
+
+    records = [SimpleNamespace(key=results.config_hash(config)) for config in planned[:-1]]
+    monkeypatch.setattr(redesign, "redesign_records", lambda root=None: records)
     assert chapter.verdict_basis(tmp_path).params == chapter.REDUCED_PROFILE  # one run short
     results.save_divergence(results.Divergence(config=planned[-1].resolved(), key=results.config_hash(planned[-1]),
                                                round=3, error="non-finite loss", history=[], timings={},

@@ -52,3 +52,7 @@ def test_the_landing_page_gives_each_paper_its_own_table_under_a_count_of_its_ve
     assert "**A**: 2 claims: 1 holds, 1 inconclusive." in text and "**B**: 1 claim: 1 holds." in text
     assert text.index("**A**") < text.index("**B**")
     assert glance.count_line(table.verdict).startswith(f"{len(table)} claims: ")
+    import pandas as pd
+
+    words = pd.Series(["inconclusive", "does not hold", "holds", "does not hold"])  # one order for every paper
+    assert glance.count_line(words) == "4 claims: 1 holds, 2 do not hold, 1 inconclusive"

@@ -280,10 +280,13 @@ def _ledger_record(config, alma: float):
     import json
     from types import SimpleNamespace
 
+    from fedkd_core.results import config_hash
+
     stored = json.loads(json.dumps(config.resolved()))
     history = [{"round": r, "alma": alma} for r in range(1, stored["rounds"] + 1)]
-    return SimpleNamespace(config=stored, final={"alma": alma}, history=history, client_accuracies=[],
-                           profile="paper", environment={"precision": "fp32", "device_name": "cpu"})
+    return SimpleNamespace(config=stored, key=config_hash(config), final={"alma": alma}, history=history,
+                           client_accuracies=[], profile="paper",
+                           environment={"precision": "fp32", "device_name": "cpu"})
 
 
 def test_local_beats_sharing_is_read_on_cifar_cells_only_and_gaps_to_the_paper_are_per_cell():

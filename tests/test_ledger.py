@@ -485,3 +485,27 @@ def test_verdict_words_are_kept_whole_and_escaped():
     html = ledger.verdict_html(pd.Series({"verdict": "not judged: unequal tuning", "versus paper": ""}))
     assert html.count('<span class="fedkd-word">') == 4 and '<span class="fedkd-word">unequal</span>' in html
     assert "a&gt;b" in ledger.whole_words("a>b")
+
+
+def test_a_rerun_counts_a_run_once_however_often_its_grids_list_it(tmp_path):
+    """FedCKD's γ = 0.99 runs are in two of its grids: a record met twice must not count twice,
+    or the verdicts would move onto a column with a run still missing."""
+    from fedkd_core import results
+    from fedkd_core.chapters import fedgmkd
+
+    configs = [fedgmkd.run_config(fedgmkd.Params(methods="fedavg"), "fedavg", 10, seed) for seed in range(3)]
+    records = []
+    for config in configs[:2]:
+        record = results.RunRecord(config=config.resolved(), key=results.config_hash(config),
+                                   history=[{"round": 1, "alma": 0.5}], client_accuracies=[],
+                                   timings={"total_seconds": 600.0}, environment={"device_name": "A CPU"},
+                                   profile="reduced")
+        results.save_record(record, tmp_path)
+        records.append(record)
+    twice = records + records[:1]  # 3 records, 2 runs
+    assert results.finished_runs(configs, twice, tmp_path) == 2
+    assert not results.every_run_finished(configs + configs[:1], twice, tmp_path)
+    fallback = ledger.VerdictBasis("reduced", ["r"], "small", True)
+    rerun = ledger.VerdictBasis("paper", twice, "large", False)
+    chosen = ledger.rerun_or(fallback, rerun, configs + configs[:1], tmp_path)
+    assert chosen.params == "reduced" and (chosen.rerun_finished, chosen.rerun_planned) == (2, 3)

@@ -53,10 +53,12 @@ def rerun_or(fallback: VerdictBasis, rerun: VerdictBasis, configs, root=None) ->
 
     from ..results import finished_runs
 
-    configs = list(configs)
+    from ..results import config_hash
+
+    planned = len({config_hash(config) for config in configs})
     finished = finished_runs(configs, rerun.records, root)
-    chosen = rerun if rerun.records and finished == len(configs) else fallback
-    return replace(chosen, rerun_finished=finished, rerun_planned=len(configs))
+    chosen = rerun if rerun.records and finished == planned else fallback
+    return replace(chosen, rerun_finished=finished, rerun_planned=planned)
 
 
 @dataclass(frozen=True)
