@@ -508,7 +508,10 @@ def test_fedgmkds_robustness_moves_to_50_rounds_only_after_its_verdicts_and_once
     planned = rb.experiments(fedgmkd, fedgmkd.ROBUSTNESS_RERUN)
     on = {"verdicts": fedgmkd.REDUCED_PROFILE, "finished": len(planned)}
     monkeypatch.setattr(claims, "verdict_basis", lambda root=None: VerdictBasis(on["verdicts"], [], "", True))
-    monkeypatch.setattr(results, "stored_records", lambda configs, root=None: ["record"] * on["finished"])
+    from types import SimpleNamespace
+
+    records = [SimpleNamespace(key=results.config_hash(config)) for config in planned]
+    monkeypatch.setattr(results, "stored_records", lambda configs, root=None: records[:on["finished"]])
     monkeypatch.setattr(results, "stored_divergences", lambda configs, root=None: [])
     assert fedgmkd.robustness_grid() == rb.Grid(fedgmkd.ROBUSTNESS_BASE, "robustness/fedgmkd.yaml")  # verdicts at 15
     on["verdicts"] = fedgmkd.REDESIGN_PROFILE
