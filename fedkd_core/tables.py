@@ -226,8 +226,8 @@ def scored(table: pd.DataFrame, keys: list[str], method: str | None, baseline: s
         shared = shared.join(rank_ranges(shared, group))
     else:  # a table without spreads: every difference orders
         shared["rank_best"] = shared["rank_worst"] = ranks(shared, group, "mean_ours")
+    shared["rank_paper"] = ranks(shared, group, "mean_paper")  # ours is a range: rank_best, rank_worst
     for side in ("ours", "paper"):
-        shared[f"rank_{side}"] = ranks(shared, group, f"mean_{side}")
         shared[f"gain_{side}"] = (gains(shared, keys, method, f"mean_{side}", baseline) if baseline and method
                                   else np.nan)
     return table.join(shared[[c for c in shared.columns if c.startswith(("rank_", "gain_"))]])
