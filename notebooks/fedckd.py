@@ -243,8 +243,9 @@ print(f"{len(every)} runs, of the {' and '.join(sorted(set(r.profile for r in ev
 # paper's numbers; what it tests is the *order* of the methods. The quick and smoke profiles are
 # smaller still. Rows of profile `paper` are the paper-scale column
 # (`notebooks/params/paper/fedckd_fmnist100.yaml`) as far as its sweep has got: `(1 seed)` says how
-# many of its three seeds a cell has, runs that diverged are listed under the tables, and the
-# verdicts move to the column only once every run of it is finished.
+# many of its three seeds a cell has, a cell names the seeds whose runs diverged (with the round),
+# the paragraph under the tables says which claims those runs take seeds out of, and the verdicts
+# move to the column only once every run of it is finished.
 
 # %% tags=["hide-input"]
 main = ours["main"]

@@ -409,28 +409,41 @@ def test_the_paper_column_shows_only_its_own_main_grid_runs_and_its_divergences(
     assert {d.key for d in diverged} <= main and not {d.key for d in diverged} & {r.key for r in records}
 
 
-def test_a_cell_whose_only_run_diverged_says_so_and_one_with_a_record_shows_the_record():
+def test_a_cell_whose_only_run_diverged_says_so_and_one_with_a_record_names_its_diverged_seeds():
     from types import SimpleNamespace
 
     from fedkd_core.chapters import fedckd
 
     def diverged(algorithm, partition, seed, round_index, clients=100):
         config = {"data": {"dataset": "fashion_mnist", "partition": partition, "num_clients": clients}, "seed": seed}
-        return SimpleNamespace(config=config, algorithm=algorithm, round=round_index)
+        return SimpleNamespace(config=config, algorithm=algorithm, round=round_index, profile="paper")
 
-    ours = pd.DataFrame([{"dataset": "fashion_mnist", "setting": "pathological", "clients": 100, "algorithm": "fedper",
-                          "alma": 0.97, "profile": "paper", "rounds": 100, "precision": "fp32", "seed": 0}])
+    def record(algorithm, alma, profile="paper", seed=0):
+        return {"dataset": "fashion_mnist", "setting": "pathological", "clients": 100, "algorithm": algorithm,
+                "alma": alma, "profile": profile, "rounds": 100, "precision": "fp32", "seed": seed}
+
+    ours = pd.DataFrame([record("fedper", 0.97), record("fedfomo", 0.96), record("fedfomo", 0.98, seed=2),
+                         record("pfedme", 0.90, profile="reduced")])
     runs = [diverged("lg_fedavg", "pathological", 0, 53), diverged("lg_fedavg", "pathological", 2, 61),
-            diverged("fedper", "pathological", 1, 9), diverged("pfedme", "dirichlet", 0, 4)]
-    table = fedckd.compare_accuracy(ours, "pathological", runs).set_index(["dataset", "clients", "algorithm"])
-    assert table.loc[("fashion_mnist", 100, "LG-FedAvg"), "ours"] == "diverged (seed 0, round 53; seed 2, round 61)"
-    assert table.loc[("fashion_mnist", 100, "FedPer"), "ours"].startswith("97.00")  # its record, not the divergence
-    assert table.loc[("fashion_mnist", 100, "pFedMe"), "ours"] == "not run"  # diverged in the other setting
-    assert table.loc[("fashion_mnist", 20, "LG-FedAvg"), "ours"] == "not run"
+            diverged("fedper", "pathological", 1, 9), diverged("fedper", "pathological", 2, 12),
+            diverged("fedfomo", "pathological", 1, 30), diverged("pfedme", "dirichlet", 0, 4),
+            diverged("pfedme", "pathological", 1, 7)]
+    table = fedckd.compare_accuracy(ours, "pathological", runs).set_index(["dataset", "clients", "algorithm", "profile"]).sort_index()
+    assert table.loc[("fashion_mnist", 100, "LG-FedAvg", "paper"), "ours"] == "diverged (seed 0, round 53; seed 2, round 61)"
+    # one seed finished, two diverged: not to be read as a cell short of runs
+    assert table.loc[("fashion_mnist", 100, "FedPer", "paper"), "ours"] == \
+        "97.00 (1 seed; 2 diverged: seed 1, round 9; seed 2, round 12)"
+    assert table.loc[("fashion_mnist", 100, "FedFomo", "paper"), "ours"].endswith("(1 diverged: seed 1, round 30)")
+    assert table.loc[("fashion_mnist", 100, "FedFomo", "paper"), "seeds"] == 2
+    # the reduced profile ran pFedMe; the paper profile's only run diverged and gets a row of its own
+    assert table.loc[("fashion_mnist", 100, "pFedMe", "reduced"), "ours"] == "90.00 (1 seed)"
+    assert table.loc[("fashion_mnist", 100, "pFedMe", "paper"), "ours"] == "diverged (seed 1, round 7)"
+    assert table.loc[("fashion_mnist", 20, "LG-FedAvg"), "ours"].tolist() == ["not run"]
+    assert table.loc[("fashion_mnist", 100, "FedAvg"), "ours"].tolist() == ["not run"]  # diverged in no setting
     from fedkd_core import tables
 
     shown = tables.paper_layout(table.reset_index(), ["algorithm"], ["dataset", "clients"], method="algorithm")
-    assert "diverged (seed 0, round 53; seed 2, round 61)" in shown and "97.00" in shown  # the layout says it too
+    assert "diverged (seed 0, round 53; seed 2, round 61)" in shown and "2 diverged: seed 1, round 9" in shown
 
 
 def test_a_diverged_run_takes_its_seed_out_of_exactly_the_claims_that_name_its_method(monkeypatch):

@@ -46,15 +46,51 @@ def summary(records) -> pd.DataFrame:
 
 
 def diverged_cells(diverged, setting: str) -> dict[tuple, str]:
-    """(dataset, the paper's client scale, algorithm) -> "diverged (seed s, round r)" for the
-    runs of ``diverged`` (``results.Divergence``) in ``setting``."""
+    """(dataset, the paper's client scale, algorithm, profile) -> "seed s, round r" (joined by
+    "; ") for the runs of ``diverged`` (``results.Divergence``) in ``setting``."""
     cells: dict[tuple, list[str]] = {}
     for run in diverged:
         data = run.config["data"]
         if SETTING_OF_PARTITION[data["partition"]] == setting:
-            key = (data["dataset"], paper_scale(int(data["num_clients"])), run.algorithm)
+            key = (data["dataset"], paper_scale(int(data["num_clients"])), run.algorithm, run.profile)
             cells.setdefault(key, []).append(f"seed {run.config['seed']}, round {run.round}")
-    return {key: f"diverged ({'; '.join(runs)})" for key, runs in cells.items()}
+    return {key: "; ".join(runs) for key, runs in cells.items()}
+
+
+def with_divergences(ours: str, seeds: int, runs: str) -> str:
+    """A cell's text with its diverged runs (``runs``, from :func:`diverged_cells`; "" for none):
+    "diverged (seed 1, round 18)" where no run finished, "96.80 (1 seed; 2 diverged: seed 1, round
+    18; seed 2, round 12)" where one did, so a cell short of seeds never reads as one not yet run."""
+    if not runs:
+        return ours
+    if seeds == 0:
+        return f"diverged ({runs})"
+    count = runs.count("seed ")
+    detail = f"{count} diverged: {runs}"
+    return ours.replace("(1 seed)", f"(1 seed; {detail})") if seeds == 1 else f"{ours} ({detail})"
+
+
+def with_a_row_per_profile(table: pd.DataFrame, cells) -> pd.DataFrame:
+    """``table`` (a :func:`fedkd_core.report.compare_with_paper` table) with a row for each
+    (dataset, clients, algorithm, profile) of ``cells`` it lacks: a cell not run at all takes the
+    profile; a cell another profile ran gets a row of its own, not run, so a profile whose runs
+    all diverged still shows in the table."""
+    table = table.copy()
+    cell_keys = ["dataset", "clients", "algorithm"]
+    for *cell, profile in cells:
+        same = (table[cell_keys] == cell).all(axis=1)
+        if (same & (table.profile == profile)).any():
+            continue
+        if (same & (table.seeds == 0)).any():
+            table.loc[same & (table.seeds == 0), "profile"] = profile
+            continue
+        row = table[same].iloc[[0]].copy()
+        row[["ours", "seeds", "profile", "precision"]] = ["not run", 0, profile, ""]
+        row[[c for c in ("rounds", "our n") if c in row]] = ""
+        row[["mean_ours", "std_ours", "ours − paper"]] = np.nan
+        row["agrees"] = None
+        table = pd.concat([table, row], ignore_index=True)
+    return table
 
 
 def compare_accuracy(ours: pd.DataFrame, setting: str, diverged=()) -> pd.DataFrame:
@@ -62,9 +98,9 @@ def compare_accuracy(ours: pd.DataFrame, setting: str, diverged=()) -> pd.DataFr
     row per profile that ran the cell, with its rounds.
 
     Our runs are set beside the paper's scenario of the nearest client scale (n = 20 or 100;
-    column ``our n`` says what ran). Cells of datasets without an offline copy say so; a cell whose
-    only runs diverged (``diverged``: ``results.Divergence``) says so; other cells without a run say
-    "not run".
+    column ``our n`` says what ran). Cells of datasets without an offline copy say so; runs that
+    diverged (``diverged``: ``results.Divergence``) are named in their profile's cell, beside the
+    seeds that finished or alone; other cells without a run say "not run".
     """
     from ...report import compare_with_paper, mean_std_per_profile
 
@@ -78,8 +114,9 @@ def compare_accuracy(ours: pd.DataFrame, setting: str, diverged=()) -> pd.DataFr
     missing = [not offline_copy(d) for d in table.dataset]
     table.loc[missing, "ours"] = [NOT_REPRODUCED.format(dataset=d) for d in table.dataset[missing]]
     texts = diverged_cells(diverged, setting)
-    table["ours"] = [texts.get(cell, ours) if seeds == 0 else ours for cell, seeds, ours
-                     in zip(zip(table.dataset, table.clients, table.algorithm), table.seeds, table.ours)]
+    table = with_a_row_per_profile(table, texts)
+    table["ours"] = [with_divergences(ours, seeds, texts.get(cell, "")) for cell, seeds, ours
+                     in zip(zip(table.dataset, table.clients, table.algorithm, table.profile), table.seeds, table.ours)]
     table["algorithm"] = table.algorithm.map(METHOD_NAMES)
     return table
 
