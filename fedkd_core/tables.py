@@ -145,6 +145,7 @@ def show(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "", settings
 # --- a comparison with the paper, in the paper's layout ------------------------------------------
 
 AGREES, DISAGREES, PARTLY, NOT_RUN = "fedkd-agrees", "fedkd-disagrees", "fedkd-partly", "fedkd-not-run"
+CONSISTENT = "fedkd-consistent"  # a range of ranks that holds the paper's: not contradicted, not confirmed
 PAPER_SCALE = "paper"
 
 
@@ -245,29 +246,41 @@ def cell_html(row, at_paper_scale: bool, baseline: str | None, method: str, digi
         css = AGREES if row.agrees else DISAGREES
         return css, f"{ours}<br><small>paper {escape(row.paper)}; Δ {difference:+.{digits}f}</small>"
     rank = f"{rank_text(row.rank_best, row.rank_worst)} <small>(paper #{int(row.rank_paper)})</small>"
-    same_rank = row.rank_best <= row.rank_paper <= row.rank_worst  # the paper's rank is one the noise allows
+    rank_css = rank_agreement(row.rank_best, row.rank_worst, row.rank_paper)
     if not baseline or not method or getattr(row, method) == baseline or missing(row.gain_ours):
-        return (AGREES if same_rank else DISAGREES), f"{ours}<br>{rank}"
+        return rank_css, f"{ours}<br>{rank}"  # the baseline's own row: its gain is 0 by definition
     gain = (f"<br><small>vs {escape(baseline)} {row.gain_ours:+.{digits}f} "
             f"(paper {row.gain_paper:+.{digits}f})</small>")
     same_sign = np.sign(row.gain_ours) == np.sign(row.gain_paper)
-    css = AGREES if same_rank else PARTLY if same_sign else DISAGREES
+    css = rank_css if rank_css != DISAGREES else PARTLY if same_sign else DISAGREES
     return css, f"{ours}<br>{rank}{gain}"
+
+
+def rank_agreement(best, worst, paper) -> str:
+    """:data:`AGREES` where our rank is fixed and is the paper's; :data:`CONSISTENT` where the seeds
+    leave a range of ranks that holds the paper's (a wide range contradicts little, so it is not
+    shown as agreement); :data:`DISAGREES` where the paper's rank is outside our range."""
+    if not best <= paper <= worst:
+        return DISAGREES
+    return AGREES if best == worst else CONSISTENT
 
 
 def legend(at_paper_scale: bool, baseline: str | None) -> str:
     """What the colours of :func:`paper_layout` mean, for its scale."""
     swatch = '<span class="{}">&nbsp;&nbsp;&nbsp;&nbsp;</span> {}'
     if at_paper_scale:
-        parts = [swatch.format(AGREES, "ours within the paper's spread + 2 points"),
+        parts = [swatch.format(AGREES, "|ours − paper| ≤ the paper's std + 2 points"),
                  swatch.format(DISAGREES, "ours outside it"), swatch.format(NOT_RUN, "not run")]
         head = "Each cell: ours (mean ± std over seeds), the paper's, and ours − paper (Δ)."
     else:
         gain = f"; and our gain over {baseline} beside the paper's" if baseline else ""
-        parts = [swatch.format(AGREES, "same rank as in the paper, or a range of ranks that holds it")]
+        parts = [swatch.format(AGREES, "same rank as in the paper"),
+                 swatch.format(CONSISTENT, "a range of ranks that holds the paper's: not contradicted, not "
+                               "confirmed (the wider the range, the less it says)")]
         if baseline:
             parts.append(swatch.format(PARTLY, f"another rank, but the gain over {baseline} has the paper's sign"))
         parts += [swatch.format(DISAGREES, "another rank" + (f" and the gain over {baseline} has the opposite sign"
+                                                              f" ({baseline}'s own row: another rank)"
                                                               if baseline else "")),
                   swatch.format(NOT_RUN, "not run")]
         head = ("At a reduced scale absolute accuracies are not comparable with the paper's; each cell "

@@ -35,7 +35,7 @@ def test_paper_scale_compares_values_and_marks_agreement():
     text = tables.paper_layout(comparison("paper"), ["method"], ["alpha"], "method")
     assert text.count("<table") == 1 and "α" not in text and "alpha 0.1" in text and "alpha 0.5" not in text
     assert "Δ −" in text or "Δ -" in text  # ours − paper shown at the paper's scale
-    assert tables.DISAGREES in text and "within the paper's spread" in text
+    assert tables.DISAGREES in text and "|ours − paper| ≤ the paper's std + 2 points" in text
     assert "nan" not in text.lower()
 
 
@@ -62,9 +62,11 @@ def test_a_rank_the_seeds_cannot_fix_is_a_range_and_agrees_when_it_holds_the_pap
     row_a = text.split(">A</th>")[1].split("</tr>")[0]
     row_b = text.split(">B</th>")[1].split("</tr>")[0]
     # A and B differ by 0.4 < 2·sqrt(1/2 + 1/2) = 2.0: each could be #1 or #2; FedAvg is clearly #3
-    assert "#1-2" in row_a and "#1-2" in row_b and tables.AGREES in row_a and tables.AGREES in row_b
+    # a range that holds the paper's rank is not contradicted, but it is not shown as agreement
+    assert "#1-2" in row_a and "#1-2" in row_b and tables.CONSISTENT in row_a and tables.CONSISTENT in row_b
+    assert tables.AGREES not in row_a + row_b and "not contradicted, not confirmed" in text
     row_fedavg = text.split(">FedAvg</th>")[1].split("</tr>")[0]
-    assert "#3 " in row_fedavg and "#3-" not in row_fedavg
+    assert "#3 " in row_fedavg and "#3-" not in row_fedavg and tables.AGREES in row_fedavg  # fixed, the paper's
     assert tables.noise_band(1.0, 3, 1.0, 3) == 2.0
     # one seed has no spread of its own: it takes the other side's run variance (1.5), not none
     assert abs(tables.noise_band(np.nan, 1, 1.0, 3) - 2.0 * np.sqrt(1.5 + 0.5)) < 1e-12
