@@ -27,13 +27,14 @@ def glance_table(ledger: pd.DataFrame | None = None) -> pd.DataFrame:
     from .chapters.ledger import ledger as read_ledger
 
     table = read_ledger() if ledger is None else ledger
+    labels = scale_labels(table)
     rows = [{"paper": row.chapter,
              "claim": _escape(f'<a href="chapters/{escape(row.section)}">{escape(row.claim)}</a>'),
              "our verdict": f"**{row.verdict}**" + (f" ({row['versus paper']})" if row.get("versus paper") else "")
                             + gated_flag(row.get("note", "")),
              "effect (points) [95% interval]": row.effect,
-             "the paper's tables": _escape(row.paper), "scale": str(row.scale).split(":")[0]}
-            for _, row in table.iterrows()]
+             "the paper's tables": _escape(row.paper), "scale": label}
+            for (_, row), label in zip(table.iterrows(), labels)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -52,12 +53,41 @@ def _escape(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
+def scale_labels(ledger: pd.DataFrame) -> list[str]:
+    """Each row's short scale ("paper", "reduced"): the ledger's scale text up to its colon, numbered
+    ("paper (2)") where a paper's verdicts rest on several record sets (KnFu: tuned MNIST, FedMD as
+    its authors run it, CIFAR-10 as coded), so a reader can tell which line of
+    :func:`scales_text` a verdict rests on."""
+    numbers = _scale_numbers(ledger)
+    return [_short(row.scale) + (f" ({numbers[row.chapter, row.scale]})" if (row.chapter, row.scale) in numbers else "")
+            for row in ledger.itertuples()]
+
+
+def _short(scale) -> str:
+    return str(scale).split(":")[0]
+
+
+def _scale_numbers(ledger: pd.DataFrame) -> dict[tuple, int]:
+    """(chapter, full scale) -> its number among the chapter's distinct scales, for the chapters
+    with more than one."""
+    numbers = {}
+    for chapter, rows in ledger[ledger.scale != "—"].groupby("chapter", sort=False):
+        scales = list(dict.fromkeys(rows.scale))
+        if len(scales) > 1:
+            numbers.update({(chapter, scale): i for i, scale in enumerate(scales, start=1)})
+    return numbers
+
+
 def scales_text(ledger: pd.DataFrame) -> str:
     """What each paper's "scale" stands for (the ledger's full scale text), once per distinct scale
-    of a paper (KnFu's MNIST and CIFAR-10 rows rest on different runs), as a Markdown list."""
+    of a paper (KnFu's MNIST and CIFAR-10 rows rest on different runs, numbered as in
+    :func:`scale_labels`), as a Markdown list."""
+    numbers = _scale_numbers(ledger)
     scales = ledger[ledger.scale != "—"].drop_duplicates(["chapter", "scale"])
     return SCALE_NOTE + "What the scale column stands for, one line per distinct scale of a paper:\n\n" + "".join(
-        f"- **{row.chapter}**, {_escape(row.scale)}\n" for row in scales.itertuples())
+        f"- **{row.chapter}**"
+        + (f" ({numbers[row.chapter, row.scale]})" if (row.chapter, row.scale) in numbers else "")
+        + f", {_escape(row.scale)}\n" for row in scales.itertuples())
 
 
 def markdown(table: pd.DataFrame) -> str:

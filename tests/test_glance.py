@@ -30,6 +30,11 @@ def test_the_scale_column_is_short_and_a_line_below_says_what_each_scale_is():
     fake = table.head(2).assign(chapter=["A", "B"], scale=["paper: 20 clients", "reduced: 10 rounds"])
     assert glance.scales_text(fake) == ("**Scales.** What the scale column stands for, one line per distinct scale "
                                         "of a paper:\n\n- **A**, paper: 20 clients\n- **B**, reduced: 10 rounds\n")
+    # a paper whose verdicts rest on several record sets numbers them, in the column and the list
+    three = table.head(3).assign(chapter=["A", "A", "A"], scale=["paper: MNIST tuned", "paper: CIFAR as coded",
+                                                                 "paper: MNIST tuned"])
+    assert list(glance.glance_table(three).scale) == ["paper (1)", "paper (2)", "paper (1)"]
+    assert "- **A** (1), paper: MNIST tuned\n- **A** (2), paper: CIFAR as coded\n" in glance.scales_text(three)
 
 
 def test_a_verdict_the_gate_would_read_otherwise_is_flagged_on_the_landing_page():
