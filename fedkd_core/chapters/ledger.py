@@ -464,8 +464,7 @@ def linked_table(table: pd.DataFrame) -> str:
     for _, row in table.iterrows():
         page = row.section.split("#", 1)[0]
         robustness = str(row.get("robustness", "—"))
-        details = [f"scale: {row.scale}", f"records: {row.evidence}",
-                   f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else "",
+        details = [f"scale: {row.scale}", f"records: {row.evidence}", differing_best_round(row),
                    f"robustness: {robustness}" if robustness != "—" else ""]
         small = "".join(f"<br><small>{escape(str(d))}</small>" for d in details if d and d != "scale: —") + note_html(row.note)
         claim = f'<a href="./{escape(page)}{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
@@ -489,6 +488,12 @@ def claim_anchor(section: str) -> str:
     return CELL_TABLE if anchor in ("", "#verdict") else anchor
 
 
+def differing_best_round(row) -> str:
+    """"best round: ..." where the verdict on each run's best round differs from the final round's
+    (:func:`best_round_text` flags it with ⚑), else ""."""
+    return f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else ""
+
+
 def box_html(rows: pd.DataFrame) -> str:
     """A chapter's ledger rows as the verdict box: per claim its verdict word, effect with its
     95% interval, the cells where it holds, the paper's own verdict, linked to the table it rests
@@ -498,7 +503,7 @@ def box_html(rows: pd.DataFrame) -> str:
 
     lines = []
     for _, row in rows.iterrows():
-        best = f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else ""
+        best = differing_best_round(row)
         small = (f"<br><small>{escape(best)}</small>" if best else "") + note_html(row.note)
         claim = f'<a href="{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
         cells = [claim, verdict_html(row), escape(row.effect), escape(row.cells), escape(row.paper)]
