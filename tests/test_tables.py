@@ -61,16 +61,19 @@ def test_a_rank_the_seeds_cannot_fix_is_a_range_and_agrees_when_it_holds_the_pap
     text = tables.paper_layout(report.compare_with_paper(ours, paper, ["alpha", "method"]), ["method"], ["alpha"], "method")
     row_a = text.split(">A</th>")[1].split("</tr>")[0]
     row_b = text.split(">B</th>")[1].split("</tr>")[0]
-    # A and B differ by 0.4 < 2·sqrt(1/2 + 1/2) = 2.0: each could be #1 or #2; FedAvg is clearly #3
+    # A and B differ by 0.4 < t(0.975, 2)·sqrt(1/2 + 1/2) = 4.30: each could be #1 or #2; FedAvg,
+    # 5 points below A, is clearly #3
     # a range that holds the paper's rank is not contradicted, but it is not shown as agreement
     assert "#1-2" in row_a and "#1-2" in row_b and tables.CONSISTENT in row_a and tables.CONSISTENT in row_b
     assert tables.AGREES not in row_a + row_b and "not contradicted, not confirmed" in text
     row_fedavg = text.split(">FedAvg</th>")[1].split("</tr>")[0]
     assert "#3 " in row_fedavg and "#3-" not in row_fedavg and tables.AGREES in row_fedavg  # fixed, the paper's
-    assert tables.noise_band(1.0, 3, 1.0, 3) == 2.0
+    t2 = 4.302652729911275  # scipy.stats.t.ppf(0.975, 2), the verdicts' quantile for 3 paired seeds
+    assert abs(tables.noise_band(1.0, 3, 1.0, 3) - t2) < 1e-9
     # one seed has no spread of its own: it takes the other side's run variance (1.5), not none
-    assert abs(tables.noise_band(np.nan, 1, 1.0, 3) - 2.0 * np.sqrt(1.5 + 0.5)) < 1e-12
+    assert abs(tables.noise_band(np.nan, 1, 1.0, 3) - t2 * np.sqrt(1.5 + 0.5)) < 1e-9
     assert tables.noise_band(np.nan, 1, np.nan, 1) == 0.0
+    assert abs(tables.noise_band(1.0, 2, 1.0, 5) - 12.706204736174696 * np.sqrt(2 / 2 + 1.25 / 5)) < 1e-9  # df 1
     clear = ours.assign(mean=[50.0, 55.0, 60.0])  # 5 points apart: exact ranks, B #1 where the paper has #2
     text = tables.paper_layout(report.compare_with_paper(clear, paper, ["alpha", "method"]), ["method"], ["alpha"],
                                "method")
