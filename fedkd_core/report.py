@@ -105,14 +105,15 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str],
 
     ``ours`` comes from :func:`mean_std`; ``paper`` has ``keys`` + ``mean`` + ``std`` columns.
     Paper cells without a run of ours show "not run"; a one-seed cell shows its value without a
-    spread. ``agrees``: whether ours lies within the paper's std + ``tolerance`` points of its mean.
+    spread, and a cell with fewer seeds than others of its profile says how many (:func:`seeds_text`). ``agrees``: whether ours lies within the paper's std + ``tolerance`` points of its mean.
     """
     merged = paper.merge(ours, on=keys, how="left", suffixes=("_paper", "_ours"))
     table = merged[keys].copy()
     table["paper"] = [pm(m, s, digits) for m, s in zip(merged["mean_paper"], merged["std_paper"])]
     seeds = merged["n"].fillna(0).astype(int)
-    table["ours"] = [("not run" if np.isnan(m) else f"{m:.{digits}f} (1 seed)" if n == 1 else pm(m, s, digits))
-                     for m, s, n in zip(merged["mean_ours"], merged["std_ours"], seeds)]
+    most = seeds.groupby(merged["profile"].fillna("")).transform("max") if "profile" in merged else seeds.max()
+    table["ours"] = [seeds_text(m, s, n, full, digits)
+                     for m, s, n, full in zip(merged["mean_ours"], merged["std_ours"], seeds, np.broadcast_to(most, len(seeds)))]
     difference = merged["mean_ours"] - merged["mean_paper"]
     table["ours − paper"] = difference.round(digits) + 0.0  # + 0.0 turns -0.0 into 0.0
     table["seeds"] = seeds
@@ -125,6 +126,17 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str],
     table["mean_paper"], table["mean_ours"] = merged["mean_paper"], merged["mean_ours"]  # for tables.paper_layout
     table["std_ours"] = merged["std_ours"]  # for tables.paper_layout's ranks within noise
     return table
+
+
+def seeds_text(mean: float, std: float, seeds: int, most: int, digits: int = 1) -> str:
+    """A cell of ours: "not run"; "96.80 (1 seed)"; "73.36 ± 4.80 (2 seeds)" where other cells of the
+    profile have more seeds (a sweep still running), so a reader never takes 2 seeds for 3;
+    "97.58 ± 0.12" otherwise."""
+    if np.isnan(mean):
+        return "not run"
+    if seeds == 1:
+        return f"{mean:.{digits}f} (1 seed)"
+    return pm(mean, std, digits) + (f" ({seeds} seeds)" if seeds < most else "")
 
 
 def markdown_list(lines: Sequence[str]) -> str:

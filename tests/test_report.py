@@ -25,7 +25,9 @@ def test_ours_agrees_when_within_the_papers_spread_plus_two_points():
 def test_a_one_seed_cell_has_no_fake_spread():
     table = comparison().set_index("cell")
     assert table.loc["b", "ours"] == "83.0 (1 seed)"
-    assert table.loc["c", "ours"] == "70.4 ± 0.0"  # two seeds that agree: a real zero spread
+    # two seeds that agree: a real zero spread; and fewer seeds than cell a's three, which it says
+    assert table.loc["c", "ours"] == "70.4 ± 0.0 (2 seeds)"
+    assert table.loc["a", "ours"] == "92.5 ± 0.5"  # as many seeds as any cell of its profile: no count
     assert table.loc["b", "precision"] == "fp32" and table.loc["a", "precision"] == "bf16"
 
 
