@@ -81,11 +81,14 @@ class Interval:
     def text(self, digits: int | None = None) -> str:
         """"+3.5 [+2.9, +4.1]"; a mean without an interval prints alone. By default one decimal,
         two where every number is below a point (so "+0.04 [-0.05, +0.13]" does not read
-        "+0.0 [-0.1, +0.1]")."""
+        "+0.0 [-0.1, +0.1]"), and more (up to 4) where a bound that is not zero would print as
+        zero: "holds, +0.34 [+0.003, +0.68]", never "[+0.00, +0.68]", which reads as touching zero."""
         if np.isnan(self.mean):
             return "—"
         if digits is None:
             digits = 2 if np.nanmax(np.abs([self.mean, self.low, self.high])) < 1 else 1
+            while digits < 4 and any(b != 0 and round(abs(b), digits) == 0 for b in (self.low, self.high)):
+                digits += 1
         if np.isnan(self.low):
             return f"{self.mean:+.{digits}f}"
         return f"{self.mean:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}]"

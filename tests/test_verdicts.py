@@ -16,6 +16,10 @@ def test_one_cells_interval_is_scipys_t_interval():
     assert (ours.mean, ours.low, ours.high) == pytest.approx((values.mean(), low, high))
     assert np.isnan(V.t_interval([3.0]).low)  # one seed: a mean, no interval
     assert V.t_interval([2.0, 2.0]).text() == "+2.0 [+2.0, +2.0]"
+    # a bound that is not zero never prints as zero: it takes the decimals it needs (up to 4)
+    assert V.Interval(0.34, 0.003, 0.68).text() == "+0.340 [+0.003, +0.680]"
+    assert V.Interval(1.9, 0.04, 3.9).text() == "+1.90 [+0.04, +3.90]"
+    assert V.Interval(1.9, 0.0, 3.9).text() == "+1.9 [+0.0, +3.9]"  # exactly zero stays as it is
 
 
 def test_a_single_cell_pooled_is_its_t_interval():
