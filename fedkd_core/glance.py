@@ -31,8 +31,8 @@ def glance_table(ledger: pd.DataFrame | None = None) -> pd.DataFrame:
     rows = [{"paper": row.chapter,
              "claim": _escape(f'<a href="chapters/{escape(row.section)}">{escape(row.claim)}</a>'),
              "our verdict": f"**{row.verdict}**" + (f" ({row['versus paper']})" if row.get("versus paper") else "")
-                            + gated_flag(row.get("note", "")),
-             "effect (points) [95% interval]": row.effect,
+                            + gated_flag(row.get("note", "")) + best_round_flag(row.get("best round", "")),
+             "effect (points) [95% interval]": row.effect + one_cell_flag(row.get("cells", "")),
              "the paper's tables": _escape(row.paper), "scale": label}
             for (_, row), label in zip(table.iterrows(), labels)]
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -46,6 +46,20 @@ def gated_flag(note: str) -> str:
 
     word = gated_verdict(note)
     return f" ⚑ {GATED_PREFIX}{word}" if word else ""
+
+
+def best_round_flag(best_round: str) -> str:
+    """" ⚑ on each run's best round: does not hold, -0.8 [-1.0, -0.6]" where the verdict on the best
+    round differs from the final round's (the ledger's "best round" flags it with "⚑ differs"),
+    else ""."""
+    text = str(best_round)
+    return f" ⚑ on each run's best round: {text.split(' ⚑')[0]}" if "⚑" in text else ""
+
+
+def one_cell_flag(cells: str) -> str:
+    """" (1 cell)" where a verdict rests on a single cell of the paper's tables (the ledger's cells
+    text ends "of 1"): its interval speaks for that setting alone."""
+    return " (1 cell)" if str(cells).endswith(" of 1") else ""
 
 
 def _escape(text: str) -> str:

@@ -48,6 +48,18 @@ def test_a_verdict_the_gate_would_read_otherwise_is_flagged_on_the_landing_page(
     assert glance.glance_table(row.assign(note="2 seeds"))["our verdict"].iloc[0] == "**holds**"
 
 
+def test_the_landing_page_says_where_the_best_round_reads_otherwise_and_when_one_cell_decides():
+    row = ledger.untestable("X", "A > B", "", "x.html#v").assign(
+        verdict="inconclusive", effect="+0.10 [-0.30, +0.49]", cells="0 hold, 0 reversed, 1 inconclusive of 1",
+        **{"best round": "does not hold, -0.8 [-1.0, -0.6] ⚑ differs"})
+    page = glance.glance_table(row).iloc[0]
+    assert page["our verdict"] == "**inconclusive** ⚑ on each run's best round: does not hold, -0.8 [-1.0, -0.6]"
+    assert page["effect (points) [95% interval]"] == "+0.10 [-0.30, +0.49] (1 cell)"
+    same = glance.glance_table(row.assign(cells="1 hold, 0 reversed, 0 inconclusive of 11",
+                                          **{"best round": "inconclusive, +0.2 [-0.1, +0.5]"})).iloc[0]
+    assert same["our verdict"] == "**inconclusive**" and same["effect (points) [95% interval]"] == "+0.10 [-0.30, +0.49]"
+
+
 def test_the_landing_page_gives_each_paper_its_own_table_under_a_count_of_its_verdicts():
     table = ledger.ledger()
     two = table.head(3).assign(chapter=["A", "A", "B"], verdict=["holds", "inconclusive", "holds"])
