@@ -520,8 +520,8 @@ if len(ours):
 # clients, Dir(β) and the metric), then of this page's own runs where its profile is another, with
 # each cell's own word from its 95% t-interval over seeds (paired by seed): ✓ holds, ✗ reversed,
 # · inconclusive (one seed is always inconclusive), ○ left out of the verdict by the convergence
-# gate (a method still rising at round 15; at the paper's round 50 a still-rising cell counts), as
-# the verdict box at the top counts them.
+# gate (a method still rising at the last round of a reduced run; at the paper's round 50 a
+# still-rising cell counts), as the verdict box at the top counts them.
 
 # %% tags=["hide-input"]
 basis = chapter.verdict_basis()

@@ -390,7 +390,7 @@ def test_the_verdicts_rest_on_the_paper_scale_column_only_once_all_its_runs_are_
     monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: records)
     paper = chapter.verdict_basis(tmp_path)
     assert paper.params == chapter.PAPER_FMNIST100 and len(paper.records) == runs and not paper.enforce_gate
-    assert f"rest on the **paper** profile's {runs} committed records" in chapter.verdict_basis_text(tmp_path)
+    assert f"they rest on the rerun's {runs} committed records" in chapter.verdict_basis_text(tmp_path)
 
 
 

@@ -160,9 +160,12 @@ def basis_text(basis: VerdictBasis, rerun: str, moved: bool) -> str:
     """What a chapter's verdicts rest on (a :func:`rerun_or` basis): how many of the runs of the
     ``rerun`` they move to are finished (committed or diverged), whether they have ``moved``, and
     the profile (with its scale and runs) that the verdicts are judged on now."""
-    complete = "the verdicts have moved to it" if moved else "the verdicts move to it once all of them are"
-    return (f"**{basis.rerun_finished} of the {basis.rerun_planned} runs** of {rerun} are finished (committed, or diverged), and {complete}. The verdicts "
-            f"rest on the **{basis.params.profile}** profile's {len(basis.records)} committed records ({basis.scale}).")
+    finished = f"**{basis.rerun_finished} of the {basis.rerun_planned} runs** of {rerun} are finished (committed, or diverged)"
+    if moved:  # named as the rerun's: a profile's earlier, smaller runs may count as many records
+        return (f"{finished}, and the verdicts have moved to it: they rest on the rerun's {len(basis.records)} "
+                f"committed records ({basis.scale}), not on earlier runs of the **{basis.params.profile}** profile.")
+    return (f"{finished}, and the verdicts move to it once all of them are. Until then they rest on the "
+            f"**{basis.params.profile}** profile's {len(basis.records)} committed records ({basis.scale}).")
 
 
 def evidence(records) -> str:
@@ -390,7 +393,8 @@ def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
 
 # How the Claims page's robustness text starts where the grid is not read at the verdicts' scale, and
 # where it is read on a rerun at the paper's round budget with the still-rising cells counted.
-GRID_APART_PREFIX = "grid at the reduced profile's scale, the verdict on the rerun: "
+GRID_APART_PREFIX = ("from the grid at the reduced profile's smaller scale, superseded (no robustness evidence yet at the "
+                     "verdict's scale; its rerun is on the Claims page's reruns table): ")
 GRID_RERUN_PREFIX = "grid rerun at the verdict's scale, still-rising cells counted: "
 
 
