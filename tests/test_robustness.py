@@ -343,13 +343,18 @@ def test_divergence_texts_give_each_methods_runs_and_rounds():
         "v": "fedckd diverged in 1 run (round 5); pfedsd diverged in 3 runs (rounds 2-3)"}
 
 
-def test_effect_shifts_name_complete_variants_that_move_an_effect_beyond_the_seed_spread():
-    table = pd.DataFrame({"variant": ["ours", "v1", "v2", "v3", "v4", "v5"], "claim": ["X"] * 6,
-                          "verdict": ["holds"] * 6, "effect": [2.0, 0.1, 1.5, 5.0, 4.0, 9.0], "seed spread": [1.0, 0.5, 0.2, 0.5, 3.5, 0.0],
-                          "of cells": [2] * 6, "seeds": [3, 3, 3, 3, 3, 1],
-                          "complete": [True, True, True, False, True, True]})
-    # v1 moved 1.9 > 1.0; v2 0.5 <= 1.0; v3 incomplete; v4 moved 2.0 <= its own spread 3.5; v5 judged on 1 seed
-    assert rb.effect_shifts(table, "ours") == ["**X**: +2.00 ± 1.00 points under **ours**; +0.10 ± 0.50 with v1"]
+def test_effect_shifts_name_complete_variants_that_move_an_effect_beyond_both_intervals():
+    effect = [2.0, 0.1, 1.5, 5.0, 4.0, 9.0, 7.0]
+    half = [0.6, 0.8, 0.2, 0.5, 3.5, 0.0, float("nan")]
+    table = pd.DataFrame({"variant": ["ours", "v1", "v2", "v3", "v4", "v5", "v6"], "claim": ["X"] * 7,
+                          "verdict": ["holds"] * 7, "effect": effect,
+                          "low": [e - h for e, h in zip(effect, half)], "high": [e + h for e, h in zip(effect, half)],
+                          "of cells": [2] * 7, "seeds": [3, 3, 3, 3, 3, 1, 3],
+                          "complete": [True, True, True, False, True, True, True]})
+    # v1 moved 1.9 > √(0.6² + 0.8²) = 1.0; v2 0.5 <= √(0.36 + 0.04); v3 incomplete; v4 moved 2.0 <= √(0.36 + 12.25);
+    # v5 judged on 1 seed; v6 has no interval: nothing says it moved
+    assert rb.effect_shifts(table, "ours") == ["**X**: +2.00 [+1.40, +2.60] points under **ours**; "
+                                               "+0.10 [-0.70, +0.90] with v1"]
 
 
 def test_a_claim_whose_methods_diverged_in_every_run_of_a_variant_is_unjudged_there(monkeypatch):

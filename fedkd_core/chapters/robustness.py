@@ -423,20 +423,29 @@ def _reads(word: str) -> str:
 
 
 def effect_shifts(table: pd.DataFrame, reading: str) -> list[str]:
-    """Per claim, the complete variants whose effect differs from the reading's by more than the
-    larger of the two seed spreads (a change in the claim's size that the seeds do not explain),
-    as one line of text each; claims that no variant moves so far are left out. Only variants that
-    judged the claim on as many cells and seeds as the reading compare (not one whose diverged runs
-    left fewer)."""
+    """Per claim, the complete variants whose effect differs from the reading's by more than their
+    two 95% intervals allow (the difference exceeds √(h_reading² + h_variant²), h the intervals'
+    half-widths: the usual test of two estimates' difference; approximate, since a variant and the
+    reading share seeds), as one line of text each; claims that no variant moves so far are left
+    out. Only variants that judged the claim on as many cells and seeds as the reading compare (not
+    one whose diverged runs left fewer), and only effects with an interval (two seeds or more)."""
     lines = []
     for claim, base, others in beside_reading(table, reading):
         alike = others[(others.seeds == base.seeds) & (others["of cells"] == base["of cells"])]
-        moved = alike[(alike.effect - base.effect).abs() > alike["seed spread"].clip(lower=base["seed spread"])]
+        allowed = np.hypot(_half_width(base), alike.apply(_half_width, axis=1)) if len(alike) else []
+        moved = alike[(alike.effect - base.effect).abs() > allowed]  # NaN (no interval) never moves
         if len(moved):
-            lines.append(f"**{claim}**: {base.effect:+.2f} ± {base['seed spread']:.2f} points under **{reading}**; "
-                         + "; ".join(f"{row.effect:+.2f} ± {row['seed spread']:.2f} with {row.variant}"
-                                     for _, row in moved.iterrows()))
+            lines.append(f"**{claim}**: {_effect_text(base)} points under **{reading}**; "
+                         + "; ".join(f"{_effect_text(row)} with {row.variant}" for _, row in moved.iterrows()))
     return lines
+
+
+def _half_width(row) -> float:
+    return (row.high - row.low) / 2
+
+
+def _effect_text(row) -> str:
+    return f"{row.effect:+.2f} [{row.low:+.2f}, {row.high:+.2f}]"
 
 
 def reader_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -553,8 +562,9 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
         display(Markdown("Where a variant changes a verdict:\n\n" + "\n".join(f"* {line}" for line in changes)))
     shifts = effect_shifts(table, module.ROBUSTNESS[0].name)
     if shifts:
-        display(Markdown("Where a variant moves a claim's effect by more than the seeds' spread (mean ± spread "
-                         "over seeds):\n\n" + "\n".join(f"* {line}" for line in shifts)))
+        display(Markdown("Where a variant moves a claim's effect by more than the two 95% intervals allow (the "
+                         "difference exceeds √(h₁² + h₂²), h each interval's half-width; approximate, as the variant "
+                         "and the reading share seeds):\n\n" + "\n".join(f"* {line}" for line in shifts)))
     counts = variant_counts(table)
     if len(counts):
         display(Markdown("\n".join(f"* **{row.claim}**: {row.words} of the {row.variants} variants whose runs are "
