@@ -476,6 +476,17 @@ def test_a_diverged_run_takes_its_seed_out_of_exactly_the_claims_that_name_its_m
     personalised = both["every personalised method beats FedAvg and FedProx"]
     assert "pFedSD diverged in round 18" in personalised and "LG-FedAvg diverged in round ?" in personalised
     assert "LG-FedAvg" not in both["FedCKD > pFedSD"]
+    # seed 2 has no run yet but pFedSD's, which diverged: nothing is lost so far; once the grid's other
+    # seed-2 runs finish, the claims that name pFedSD lose seed 2 too
+    from fedkd_core.results import config_hash
+
+    planned = [c for c in chapter.experiments(chapter.PAPER_FMNIST100) if c.seed == 2]
+    pfedsd_2 = next(c for c in planned if c.algorithm == "pfedsd" and c.resolved()["data"]["partition"] == "pathological")
+    run_2 = SimpleNamespace(**vars(diverged("pfedsd", 2, 12)), key=config_hash(pfedsd_2))
+    assert "seed 2" not in claims.diverged_seeds([], [run_2]).get("FedCKD > pFedSD", "")
+    projected = claims.diverged_seeds([], [run_2], planned)
+    assert projected["FedCKD > pFedSD"] == "pathological seed 2 (pFedSD diverged in round 12)"
+    assert "FedCKD > pFedSD" in projected and set(projected) <= set(left_out)  # never a claim without pFedSD
 
 
 def test_a_diverged_run_finished_on_another_machine_is_shown_beside_it_and_read_by_no_verdict(tmp_path):

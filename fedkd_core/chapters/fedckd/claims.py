@@ -4,9 +4,11 @@ book's Claims page (``fedkd_core.chapters.ledger``)."""
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import pandas as pd
 
+from ...results import config_hash
 from ..ledger import VerdictBasis
 from .grid import METHOD_NAMES, METHODS, experiments, scale_text
 from .paper import paper_accuracy_tables, paper_table4
@@ -84,21 +86,39 @@ def _stand_in(run) -> dict:
             "algorithm": CONSTANT if algorithm == "fedckd" and gamma == 1.0 else algorithm, "final": 0.0}
 
 
+def _planned_stand_in(config) -> dict:
+    """The observation a planned run not finished yet will add (as :func:`_stand_in`)."""
+    return _stand_in(SimpleNamespace(config={**config.resolved(), "seed": config.seed}))
+
+
+def _unfinished(planned, records, divergences) -> list[dict]:
+    """Stand-ins (:func:`_planned_stand_in`) for the configs of ``planned`` with neither a record
+    nor a divergence."""
+    if not planned:
+        return []
+    finished = {record.key for record in records} | {run.key for run in divergences}
+    return [_planned_stand_in(config) for config in planned if config_hash(config) not in finished]
+
+
 def _round_text(run) -> str:
     return "?" if run.round is None else str(int(run.round))
 
 
-def diverged_seeds(records, divergences) -> dict[str, str]:
+def diverged_seeds(records, divergences, planned=()) -> dict[str, str]:
     """Claim -> the seeds it leaves out because a run it compares diverged, with that run's method
     and round ("pathological seeds 1, 2 (pFedSD diverged in rounds 18, 12)"; :data:`LEFT_OUT`
     introduces it in a verdict's note). A claim needs every
     method it names in a cell and seed (:func:`effects_of`): a diverged run took a seed out of a
     claim where, with a stand-in for every diverged run, the claim has an effect in that seed, and
-    without this run's stand-in it has none (so two runs diverged in one seed are both named)."""
+    without this run's stand-in it has none (so two runs diverged in one seed are both named).
+    With ``planned`` (the grid's configs), the runs of it not finished yet count as finished: what
+    the divergences will take out once the grid is complete, if no other run diverges."""
     if not divergences:
         return {}
     keys = list(EFFECT_CELL_KEYS) + ["seed"]
-    base = observations(records)
+    to_come = _unfinished(planned, records, divergences)
+    base = pd.concat([observations(records), pd.DataFrame(to_come)], ignore_index=True) if to_come \
+        else observations(records)
     stand_ins = [_stand_in(run) for run in divergences]
     with_all = effects_of(pd.concat([base, pd.DataFrame(stand_ins)], ignore_index=True)).set_index(keys)
     lost: dict[str, dict[tuple, list]] = {}
