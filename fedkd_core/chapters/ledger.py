@@ -138,7 +138,9 @@ def rerun_machines(root=None) -> str:
     """The machines the reruns' finished runs ran on (their pace is the time left's), one name each."""
     from ..results import stored_records
 
-    names = {record.environment.get("device_name", "?") for module, rerun in chapter_reruns()
+    from ..cpuinfo import machine_text
+
+    names = {machine_text(record.environment.get("device_name")) for module, rerun in chapter_reruns()
              for record in stored_records(rerun.configs(module), root)}
     return ", ".join(sorted(names)) or "none yet"
 
