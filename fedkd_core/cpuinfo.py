@@ -61,6 +61,9 @@ GENERATIONS = {("AMD", 23, 1): "Zen", ("AMD", 23, 49): "Zen 2", ("AMD", 25, 1): 
                ("Intel", 6, 85): "Skylake/Cascade Lake", ("Intel", 6, 106): "Ice Lake",
                ("Intel", 6, 143): "Sapphire Rapids", ("Intel", 6, 207): "Emerald Rapids"}
 
+# The names virtual machines report for CPUs generations apart (a full model name says its generation).
+BARE_CPU_NAME = re.compile(r"AMD EPYC( Processor)?|Intel\(R\) Xeon\(R\)( Processor)?|Intel Xeon( Processor)?")
+
 DESCRIPTION = re.compile(r"^(?P<name>.*?)\s*\((?:family (?P<family>\d+) model (?P<model>\d+))?[^()]*\)\s*$")
 
 
@@ -72,7 +75,7 @@ def machine_text(description: str | None, cores: int | None = None) -> str:
     records (and in the Performance page's result files) for whoever needs them."""
     text = (description or "").strip()
     match = DESCRIPTION.match(text)
-    if not match and any(vendor in text for vendor in ("AMD", "Intel")):  # a record from before the details were kept
+    if BARE_CPU_NAME.fullmatch(text):  # a record from before the details were kept
         text = f"{text} (generation not recorded)"
     if match:
         text = match["name"]

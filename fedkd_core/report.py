@@ -130,8 +130,8 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str],
 
 def seeds_text(mean: float, std: float, seeds: int, most: int, digits: int = 1) -> str:
     """A cell of ours: "not run"; "96.80 (1 seed)"; "73.36 ± 4.80 (2 seeds)" where other cells of the
-    profile have more seeds (a sweep still running), so a reader never takes 2 seeds for 3;
-    "97.58 ± 0.12" otherwise."""
+    profile have more seeds (a sweep still running; a table whose cells all have 2 of 3 planned
+    seeds marks none: its caption gives the seeds per cell); "97.58 ± 0.12" otherwise."""
     if np.isnan(mean):
         return "not run"
     if seeds == 1:

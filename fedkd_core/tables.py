@@ -168,17 +168,16 @@ def run_variance(std, n) -> float | None:
 def noise_band(std_a, n_a, std_b, n_b, level: float = 0.95) -> float:
     """Half the ``level`` t-interval of the difference of two seed means: a smaller difference does
     not order the two methods. Its degrees of freedom are those of the side with fewer seeds (n − 1),
-    as in the verdicts' paired test, so a rank the table prints as fixed is one the verdicts could
-    also separate. A side with one seed has no spread of its own and takes the other side's run
-    variance; 0 where neither side has a spread."""
+    as in the verdicts' paired test, so a rank the table prints as fixed is roughly one the verdicts
+    could also separate (roughly: this interval is unpaired, theirs paired). A side with one seed
+    has no spread and a one-seed verdict is always inconclusive, so it orders nothing (infinite)."""
     from scipy import stats
 
     var_a, var_b = run_variance(std_a, n_a), run_variance(std_b, n_b)
-    if var_a is None and var_b is None:
-        return 0.0
-    var_a, var_b = (var_a if var_a is not None else var_b), (var_b if var_b is not None else var_a)
-    dof = min(n for n in (n_a, n_b) if n > 1) - 1
-    return float(stats.t.ppf(0.5 + level / 2, dof)) * float(np.sqrt(var_a / max(n_a, 1) + var_b / max(n_b, 1)))
+    if var_a is None or var_b is None:
+        return float("inf")
+    dof = min(n_a, n_b) - 1
+    return float(stats.t.ppf(0.5 + level / 2, dof)) * float(np.sqrt(var_a / n_a + var_b / n_b))
 
 
 def rank_ranges(table: pd.DataFrame, group: list[str], value: str = "mean_ours", std: str = "std_ours",
@@ -292,9 +291,10 @@ def legend(at_paper_scale: bool, baseline: str | None) -> str:
                 f"shows ours (mean ± std over seeds), its rank among the methods of its column (#1 = best) "
                 f"beside the paper's rank{gain}. A range (#1-3) is a rank the seeds cannot fix: the methods "
                 "whose difference from it lies within a 95% t-interval (n − 1 degrees of freedom of the side with "
-                "fewer seeds, as in the verdicts) could be above or below it (the ± printed is the std over seeds with "
-                "ddof 0; the interval uses the sample std, ddof 1, and a one-seed cell takes the other's). The "
-                "verdicts test the paired per-seed differences themselves.")
+                "fewer seeds, as in the verdicts) could be above or below it; a one-seed cell's rank is never fixed (the ± "
+                "printed is the std over seeds with ddof 0; the interval uses the sample std, ddof 1). The verdicts "
+                "test the paired per-seed differences themselves, so they may separate what this unpaired "
+                "interval does not, or the reverse.")
     return head + "<br>" + " &nbsp; ".join(parts)
 
 
@@ -316,7 +316,7 @@ def paper_layout(table: pd.DataFrame, rows: list[str], columns: list[str], metho
     for profile, group in table[table["mean_ours"].notna()].groupby("profile", sort=False):
         at_paper_scale = profile == PAPER_SCALE
         ran = group[columns].drop_duplicates()
-        unrun = table[table["mean_ours"].isna()].merge(ran, on=columns)
+        unrun = table[table["mean_ours"].isna() & table["profile"].isin([profile, ""])].merge(ran, on=columns)
         block = scored(pd.concat([group, unrun], ignore_index=True), keys, method, baseline, columns)
         header = [header_text(names, columns, tuple(v)) for v in ran.itertuples(index=False)]
         lines = []

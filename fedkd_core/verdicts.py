@@ -82,12 +82,13 @@ class Interval:
         """"+3.5 [+2.9, +4.1]"; a mean without an interval prints alone. By default one decimal,
         two where every number is below a point (so "+0.04 [-0.05, +0.13]" does not read
         "+0.0 [-0.1, +0.1]"), and more (up to 4) where a bound that is not zero would print as
-        zero: "holds, +0.34 [+0.003, +0.68]", never "[+0.00, +0.68]", which reads as touching zero."""
+        zero: "+0.340 [+0.003, +0.680]", not "[+0.00, +0.68]" beside "holds", which reads as touching
+        zero (a bound below 0.00005, float noise included, keeps the usual decimals)."""
         if np.isnan(self.mean):
             return "—"
         if digits is None:
             digits = 2 if np.nanmax(np.abs([self.mean, self.low, self.high])) < 1 else 1
-            while digits < 4 and any(b != 0 and round(abs(b), digits) == 0 for b in (self.low, self.high)):
+            while digits < 4 and any(round(abs(b), digits) == 0 != round(abs(b), 4) for b in (self.low, self.high)):
                 digits += 1
         if np.isnan(self.low):
             return f"{self.mean:+.{digits}f}"

@@ -26,7 +26,8 @@ def test_machine_names_drop_the_cpu_details():
     assert card.machine_text("AMD EPYC (family 23 model 1, AVX2)", cores=2) == "AMD EPYC Zen, 2 cores"
     assert card.machine_text("Some CPU (family 1 model 2, NEON)") == "Some CPU"
     assert card.machine_text("AMD EPYC") == "AMD EPYC (generation not recorded)"  # VMs report it for Zen 2-5
-    assert card.machine_text("NVIDIA H200") == "NVIDIA H200"
+    assert card.machine_text("NVIDIA H200") == "NVIDIA H200" and card.machine_text("AMD Instinct MI300X") == "AMD Instinct MI300X"
+    assert card.machine_text("Intel(R) Xeon(R) Platinum 8480+") == "Intel(R) Xeon(R) Platinum 8480+"  # names its model
     assert card.machine_text("NVIDIA H100 80GB HBM3") == "NVIDIA H100 80GB HBM3"
     assert card.machine_text(None) == "unknown machine"
 

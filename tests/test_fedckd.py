@@ -444,6 +444,23 @@ def test_a_cell_whose_only_run_diverged_says_so_and_one_with_a_record_names_its_
 
     shown = tables.paper_layout(table.reset_index(), ["algorithm"], ["dataset", "clients"], method="algorithm")
     assert "diverged (seed 0, round 53; seed 2, round 61)" in shown and "2 diverged: seed 1, round 9" in shown
+    reduced_block = shown[shown.index("profile <b>reduced</b>"):]
+    reduced_block = reduced_block[:reduced_block.index("</table>")]
+    assert "90.00 (1 seed)" in reduced_block and "diverged" not in reduced_block  # the paper profile's stays there
+    # two profiles whose runs of one cell all diverged: each keeps its own; a run outside the paper's table is ignored
+    both = [diverged("fedavg", "pathological", 1, 5), SimpleNamespace(**{**vars(diverged("fedavg", "pathological", 2, 6)),
+                                                                          "profile": "reduced"}),
+            SimpleNamespace(**{**vars(diverged("fedavg", "pathological", 0, 3)),
+                               "config": {"data": {"dataset": "mnist", "partition": "pathological", "num_clients": 100},
+                                          "seed": 0}})]
+    table = fedckd.compare_accuracy(ours, "pathological", both).set_index(["dataset", "clients", "algorithm", "profile"])
+    assert table.loc[("fashion_mnist", 100, "FedAvg", "paper"), "ours"] == "diverged (seed 1, round 5)"
+    assert table.loc[("fashion_mnist", 100, "FedAvg", "reduced"), "ours"] == "diverged (seed 2, round 6)"
+    # a partial cell's seed count and its divergences read as one bracket
+    from fedkd_core.chapters.fedckd.tables import with_divergences
+
+    assert with_divergences("73.36 ± 4.80 (2 seeds)", 2, "seed 0, round 3") == \
+        "73.36 ± 4.80 (2 seeds; 1 diverged: seed 0, round 3)"
 
 
 def test_a_diverged_run_takes_its_seed_out_of_exactly_the_claims_that_name_its_method(monkeypatch):

@@ -327,7 +327,10 @@ def test_the_robustness_text_says_when_the_verdict_has_moved_off_the_grids_scale
         return SimpleNamespace(verdict_basis=lambda: basis, REDUCED_PROFILE=reduced, robustness_grid=lambda root=None: grid)
 
     assert ledger.grid_scale_prefix(chapter(reduced)) == ""
-    assert ledger.grid_scale_prefix(chapter(rerun)) == ledger.GRID_APART_PREFIX and "superseded" in ledger.GRID_APART_PREFIX
+    apart = ledger.grid_scale_prefix(chapter(rerun))
+    assert "superseded" in apart and "reruns table" not in apart  # this chapter lists no robustness rerun
+    listed = SimpleNamespace(**vars(chapter(rerun)), RERUNS=(SimpleNamespace(robustness=True),))
+    assert ledger.grid_scale_prefix(listed).endswith("its rerun is on the Claims page's reruns table): ")
     assert ledger.grid_apart(chapter(rerun)) and not ledger.grid_apart(chapter(reduced))
     assert ledger.grid_scale_prefix(SimpleNamespace(REDUCED_PROFILE=reduced)) == ""
     # the grid rerun at the verdict's scale: no longer apart, and judged with its still-rising cells counted

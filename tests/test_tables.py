@@ -52,7 +52,7 @@ def test_reduced_scale_compares_ranks_and_gains_over_the_baseline():
     assert "same rank as in the paper" in text and "rank among the methods" in text
 
 
-def test_a_rank_the_seeds_cannot_fix_is_a_range_and_agrees_when_it_holds_the_papers():
+def test_a_rank_the_seeds_cannot_fix_is_a_range_consistent_with_the_papers_not_agreeing():
     paper = pd.DataFrame({"alpha": [0.1] * 3, "method": ["FedAvg", "A", "B"], "mean": [80.0, 85.0, 82.0],
                           "std": [1.0, 1.0, 1.0]})
     ours = pd.DataFrame({"alpha": [0.1] * 3, "method": ["FedAvg", "A", "B"], "mean": [50.0, 55.0, 55.4],
@@ -70,15 +70,19 @@ def test_a_rank_the_seeds_cannot_fix_is_a_range_and_agrees_when_it_holds_the_pap
     assert "#3 " in row_fedavg and "#3-" not in row_fedavg and tables.AGREES in row_fedavg  # fixed, the paper's
     t2 = 4.302652729911275  # scipy.stats.t.ppf(0.975, 2), the verdicts' quantile for 3 paired seeds
     assert abs(tables.noise_band(1.0, 3, 1.0, 3) - t2) < 1e-9
-    # one seed has no spread of its own: it takes the other side's run variance (1.5), not none
-    assert abs(tables.noise_band(np.nan, 1, 1.0, 3) - t2 * np.sqrt(1.5 + 0.5)) < 1e-9
-    assert tables.noise_band(np.nan, 1, np.nan, 1) == 0.0
+    # one seed has no spread and its verdict is always inconclusive: it orders nothing
+    assert tables.noise_band(np.nan, 1, 1.0, 3) == np.inf and tables.noise_band(np.nan, 1, np.nan, 1) == np.inf
     assert abs(tables.noise_band(1.0, 2, 1.0, 5) - 12.706204736174696 * np.sqrt(2 / 2 + 1.25 / 5)) < 1e-9  # df 1
     clear = ours.assign(mean=[50.0, 55.0, 60.0])  # 5 points apart: exact ranks, B #1 where the paper has #2
     text = tables.paper_layout(report.compare_with_paper(clear, paper, ["alpha", "method"]), ["method"], ["alpha"],
                                "method")
     row_b = text.split(">B</th>")[1].split("</tr>")[0]
     assert "#1 " in row_b and tables.DISAGREES in row_b
+    # one seed each, 5 points apart: no rank is fixed and no cell is green
+    single = clear.assign(std=[np.nan] * 3, n=[1] * 3)
+    text = tables.paper_layout(report.compare_with_paper(single, paper, ["alpha", "method"]), ["method"], ["alpha"],
+                               "method")
+    assert "#1-3" in text and tables.AGREES not in text.split("<p")[0]
 
 
 def test_one_table_per_profile():

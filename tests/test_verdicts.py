@@ -20,6 +20,7 @@ def test_one_cells_interval_is_scipys_t_interval():
     assert V.Interval(0.34, 0.003, 0.68).text() == "+0.340 [+0.003, +0.680]"
     assert V.Interval(1.9, 0.04, 3.9).text() == "+1.90 [+0.04, +3.90]"
     assert V.Interval(1.9, 0.0, 3.9).text() == "+1.9 [+0.0, +3.9]"  # exactly zero stays as it is
+    assert V.Interval(0.3, 5e-17, 0.6).text() == "+0.30 [+0.00, +0.60]"  # float noise: no row of zeros
 
 
 def test_a_single_cell_pooled_is_its_t_interval():

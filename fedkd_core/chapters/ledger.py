@@ -396,7 +396,8 @@ def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
 # How the Claims page's robustness text starts where the grid is not read at the verdicts' scale, and
 # where it is read on a rerun at the paper's round budget with the still-rising cells counted.
 GRID_APART_PREFIX = ("from the grid at the reduced profile's smaller scale, superseded (no robustness evidence yet at the "
-                     "verdict's scale; its rerun is on the Claims page's reruns table): ")
+                     "verdict's scale{rerun}): ")
+GRID_RERUN_LISTED = "; its rerun is on the Claims page's reruns table"
 GRID_RERUN_PREFIX = "grid rerun at the verdict's scale, still-rising cells counted: "
 
 
@@ -421,7 +422,8 @@ def grid_scale_prefix(module, grid=None) -> str:
         return ""
     grid = grid or grid_of(module)
     if grid_apart(module, grid):
-        return GRID_APART_PREFIX
+        listed = any(rerun.robustness for rerun in getattr(module, "RERUNS", ()))
+        return GRID_APART_PREFIX.format(rerun=GRID_RERUN_LISTED if listed else "")
     return GRID_RERUN_PREFIX if grid.rerun and not grid.enforce_gate else ""
 
 

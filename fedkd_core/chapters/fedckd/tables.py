@@ -65,9 +65,10 @@ def with_divergences(ours: str, seeds: int, runs: str) -> str:
         return ours
     if seeds == 0:
         return f"diverged ({runs})"
-    count = runs.count("seed ")
-    detail = f"{count} diverged: {runs}"
-    return ours.replace("(1 seed)", f"(1 seed; {detail})") if seeds == 1 else f"{ours} ({detail})"
+    detail = f"{runs.count('seed ')} diverged: {runs}"
+    if ours.endswith(" seeds)") or ours.endswith("(1 seed)"):  # "(2 seeds)" -> "(2 seeds; 1 diverged: ...)"
+        return f"{ours[:-1]}; {detail})"
+    return f"{ours} ({detail})"
 
 
 def with_a_row_per_profile(table: pd.DataFrame, cells) -> pd.DataFrame:
@@ -79,10 +80,11 @@ def with_a_row_per_profile(table: pd.DataFrame, cells) -> pd.DataFrame:
     cell_keys = ["dataset", "clients", "algorithm"]
     for *cell, profile in cells:
         same = (table[cell_keys] == cell).all(axis=1)
-        if (same & (table.profile == profile)).any():
+        if not same.any() or (same & (table.profile == profile)).any():  # not a cell of the paper's table, or shown
             continue
-        if (same & (table.seeds == 0)).any():
-            table.loc[same & (table.seeds == 0), "profile"] = profile
+        unclaimed = same & (table.seeds == 0) & (table.profile == "")
+        if unclaimed.any():
+            table.loc[unclaimed, "profile"] = profile
             continue
         row = table[same].iloc[[0]].copy()
         row[["ours", "seeds", "profile", "precision"]] = ["not run", 0, profile, ""]
