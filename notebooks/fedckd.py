@@ -285,9 +285,10 @@ if paper_diverged:
                      + ("Once every run of the column has finished, if no other run diverges, they will take out: "
                         + "; ".join(f"*{claim}*: {text}" for claim, text in projected.items())
                         + " (of the paper's 3 seeds per setting)." if projected else "")))
-    checked = chapter.machine_check_text(chapter.machine_checks(paper_diverged))
+    checks = chapter.machine_checks(paper_diverged)
+    checked = chapter.machine_check_text(checks)
     if checked:
-        display(Markdown(checked))
+        display(Markdown(checked + " " + chapter.divergence_tally_text(paper_records, paper_diverged, checks)))
 
 # %% [markdown]
 # The best-round accuracy (pFedSD's code reports the best mean over rounds, which may be what

@@ -506,6 +506,25 @@ def test_a_diverged_run_takes_its_seed_out_of_exactly_the_claims_that_name_its_m
     assert "FedCKD > pFedSD" in projected and set(projected) <= set(left_out)  # never a claim without pFedSD
 
 
+def test_divergences_are_tallied_by_kind_of_device_with_fishers_exact_test():
+    from types import SimpleNamespace
+
+    def run(algorithm, device, partition="pathological"):
+        return SimpleNamespace(config={"algorithm": algorithm, "data": {"partition": partition}},
+                               environment={"device": device})
+
+    records = [run("pfedsd", "cpu"), run("pfedsd", "cpu", "dirichlet"), run("fedckd", "cuda")]
+    diverged = [run("pfedsd", "cuda"), run("pfedsd", "cuda"), run("lg_fedavg", "cpu")]
+    checks = [(diverged[0], run("pfedsd", "cpu")), (diverged[1], run("pfedsd", "cpu"))]
+    (row,) = chapter.divergence_tally(records, diverged, checks)  # only the checked method and partition
+    assert (row["algorithm"], row["partition"]) == ("pfedsd", "pathological")
+    assert row["counts"] == {"GPU": (2, 2), "CPU": (0, 3)}
+    assert abs(row["p"] - 0.1) < 1e-12  # 1 / C(5, 2): both divergences on the two GPU runs by chance
+    text = chapter.divergence_tally_text(records, diverged, checks)
+    assert "2 of 2 runs diverged on a GPU, 0 of 3 runs diverged on a CPU" in text and "p = 0.10" in text
+    assert chapter.divergence_tally_text(records, diverged, []) == ""
+
+
 def test_a_diverged_run_finished_on_another_machine_is_shown_beside_it_and_read_by_no_verdict(tmp_path):
     import shutil
     from types import SimpleNamespace

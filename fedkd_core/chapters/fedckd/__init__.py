@@ -30,7 +30,8 @@ from .hyperparameters import hyperparameter_table, settings_columns
 from .paper import (ACCURACY_TABLES, paper_accuracy_table, paper_accuracy_tables, paper_table3, paper_table4,
                     paper_table5)
 from .profiles import PAPER_FMNIST100, REDUCED_PROFILE, RERUNS, ROBUSTNESS_BASE
-from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, experiments_to_run, machine_check_text, machine_checks,
+from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, divergence_tally, divergence_tally_text, experiments_to_run,
+                      machine_check_text, machine_checks,
                       method_differences, paper_column,
                       paper_scale_records,
                       records_and_runs, reduced_profile_records, reduced_records_by_grid)
@@ -49,7 +50,7 @@ __all__ = [
     "fairness_table", "fig5_differences", "forgetting_by_round", "forgetting_text", "forgetting_trace", "grids",
     "hyperparameter_table", "images_text", "kl_sharpness", "ledger_rows", "logit_sharpness",
     "main_grid", "method_differences", "observations", "offline_copy", "paper_accuracy_table", "paper_accuracy_tables",
-    "diverged_seeds", "machine_check_text", "machine_checks", "paper_column", "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",
+    "diverged_seeds", "divergence_tally", "divergence_tally_text", "machine_check_text", "machine_checks", "paper_column", "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",
     "parse_scenarios", "per_client_counts", "per_client_difference", "records_and_runs", "reduced_profile_records",
     "reduced_records_by_grid", "run_config", "scale_text", "scenarios_text", "sensitivity_grid", "sensitivity_table",
     "settings_columns", "summary", "verdict_basis", "verdict_basis_text",

@@ -67,6 +67,49 @@ def machine_checks(diverged, root=None) -> list[tuple]:
     return found
 
 
+def device_kind(run) -> str:
+    """"GPU" or "CPU": the kind of device a record or divergence ran on (its ``environment``)."""
+    return "GPU" if str(run.environment.get("device", "cpu")).startswith("cuda") else "CPU"
+
+
+def divergence_tally(records, diverged, checks) -> list[dict]:
+    """For each (method, partition) with a run checked on another machine (:func:`machine_checks`):
+    how many of its runs diverged on each kind of device, counting the column's records, its
+    divergences and the checks' records, and Fisher's exact test (two-sided) of whether the kind of
+    device and diverging are related, where both kinds ran."""
+    from scipy.stats import fisher_exact
+
+    def setting_of(run) -> tuple:
+        return run.config["algorithm"], run.config["data"]["partition"]
+
+    tally = []
+    for algorithm, partition in dict.fromkeys(setting_of(d) for d, _ in checks):
+        finished = [r for r in list(records) + [r for _, r in checks] if setting_of(r) == (algorithm, partition)]
+        failed = [d for d in diverged if setting_of(d) == (algorithm, partition)]
+        counts = {kind: (sum(device_kind(d) == kind for d in failed),
+                         sum(device_kind(r) == kind for r in finished + failed)) for kind in ("GPU", "CPU")}
+        (gpu_failed, gpu_runs), (cpu_failed, cpu_runs) = counts["GPU"], counts["CPU"]
+        p = (fisher_exact([[gpu_failed, gpu_runs - gpu_failed], [cpu_failed, cpu_runs - cpu_failed]])[1]
+             if gpu_runs and cpu_runs else float("nan"))
+        tally.append({"algorithm": algorithm, "partition": partition, "counts": counts, "p": float(p)})
+    return tally
+
+
+def divergence_tally_text(records, diverged, checks) -> str:
+    """:func:`divergence_tally` in words ("" where nothing was checked): "pFedSD, pathological: 2 of
+    2 runs diverged on a GPU, 0 of 3 on a CPU (Fisher's exact test, two-sided p = 0.10)"."""
+    lines = []
+    for row in divergence_tally(records, diverged, checks):
+        counts = ", ".join(f"{failed} of {runs} run{'s' if runs != 1 else ''} diverged on a {kind}"
+                           for kind, (failed, runs) in row["counts"].items() if runs)
+        test = f" (Fisher's exact test, two-sided p = {row['p']:.2f})" if row["p"] == row["p"] else ""
+        lines.append(f"{METHOD_NAMES.get(row['algorithm'], row['algorithm'])}, {row['partition']}: {counts}{test}")
+    if not lines:
+        return ""
+    return ("Counting every run of these cells, the checks included: " + "; ".join(lines) + ". So few runs "
+            "cannot tell a machine's arithmetic from chance unless p is small.")
+
+
 def machine_check_text(checks) -> str:
     """What :func:`machine_checks` found, in words ("" where none)."""
     if not checks:
