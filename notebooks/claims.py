@@ -53,8 +53,9 @@ display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committe
 # Where a chapter's evidence is being rerun at a larger scale, its verdicts move onto the rerun only
 # once every run of it is committed (or diverged), never onto the seeds it reached first; until
 # then they rest on the smaller profile, and its rows say so. How far each rerun has got, counted
-# from the committed records, and one core's compute left at the pace of its finished runs (divide
-# by the workers that share a machine's cores; a run two reruns share is timed in the first). A
+# from the committed records, and the compute time left on one core at the pace of its finished
+# runs (two sweep workers on two cores halve the wall time; a run that two reruns both plan, such as
+# FedCKD's γ = 0.99 runs, counts in the first only). A
 # robustness grid (a `robustness/` path) follows its chapter's verdicts: it counts once they have
 # moved and all its runs are finished. `python -m fedkd_core.sweep CHAPTER --params
 # notebooks/params/RERUN --workers 2` (with `--robustness` for a grid) continues one where it stopped.
@@ -65,7 +66,8 @@ tables.show(ledger.reruns_table(), legend=f"Time left at the pace of the finishe
 # %% [markdown]
 # ## Every claim
 #
-# "verdict" and "effect": ours, on the final round, with the pooled 95% interval in points;
+# "verdict" and "effect": ours, on each run's final reading (its final evaluation; FedGMKD's, the
+# mean of its last evaluated rounds, as its paper reports), with the pooled 95% interval in points;
 # "cells": how many of the claim's cells hold, are reversed or are inconclusive on their own;
 # "the paper's tables": the same test on the paper's tables. Under each claim, in small print: the
 # scale of our runs, the records behind them (profile, runs, seeds, rounds), the verdict on each
