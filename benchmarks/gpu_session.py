@@ -183,10 +183,12 @@ def peak_memory(device, plan: Plan, clock: Clock) -> list[dict]:
 
 
 def sweep_command(chapter: str, params: Path, workers: int, limit: int | None = None) -> list[str]:
-    """The sweep of ``workers`` processes, all on the one GPU (``--per-gpu`` as many)."""
+    """The sweep of ``workers`` processes, all on the one GPU (``--per-gpu`` as many); a grid under
+    ``notebooks/params/robustness/`` is swept with ``--robustness`` (every variant's runs)."""
     command = [sys.executable, "-m", "fedkd_core.sweep", chapter, "--params", str(params), "--workers", str(workers),
                "--per-gpu", str(workers)]
-    return command + (["--limit", str(limit)] if limit else [])
+    robustness = ["--robustness"] if "robustness" in Path(params).parts else []
+    return command + robustness + (["--limit", str(limit)] if limit else [])
 
 
 def final_scores(results: Path) -> dict:

@@ -107,6 +107,9 @@ def test_the_records_sweep_puts_all_its_workers_on_the_one_gpu(session):
     command = session.sweep_command("fedckd", Path("x.yaml"), 7)
     assert command[command.index("--workers") + 1] == "7"
     assert command[command.index("--per-gpu") + 1] == "7"  # the sweep refuses 7 workers at its default of 4
+    assert "--robustness" not in command
+    grid = session.sweep_command("fedgmkd", Path("notebooks/params/robustness/redesign/fedgmkd.yaml"), 12)
+    assert "--robustness" in grid  # a robustness grid sweeps every variant's runs
 
 
 def test_a_packed_dataset_unpacks_to_the_same_arrays_and_a_changed_one_is_refused(tmp_path, monkeypatch):
