@@ -71,8 +71,9 @@ def machine_text(description: str | None, cores: int | None = None) -> str:
     """A machine as a reader needs it, from a record's ``device_name`` (:func:`cpu_description`):
     "AMD EPYC (family 25 model 17, AVX512-BF16)" -> "AMD EPYC Zen 4", with ", 2 cores" when
     ``cores`` is given; a bare CPU name (an early record) says its generation was not recorded,
-    since VMs report "AMD EPYC" for CPUs generations apart; a GPU's name as it is. The family, model and vector extension stay in the
-    records (and in the Performance page's result files) for whoever needs them."""
+    since VMs report "AMD EPYC" for CPUs generations apart; a GPU's name as it is. The family,
+    model and vector extension stay in the records (and in the Performance page's result files)
+    for whoever needs them."""
     text = (description or "").strip()
     match = DESCRIPTION.match(text)
     if BARE_CPU_NAME.fullmatch(text):  # a record from before the details were kept

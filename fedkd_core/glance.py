@@ -50,10 +50,12 @@ def gated_flag(note: str) -> str:
 
 def best_round_flag(best_round: str) -> str:
     """" ⚑ on each run's best round: does not hold, -0.8 [-1.0, -0.6]" where the verdict on the best
-    round differs from the final round's (the ledger's "best round" flags it with "⚑ differs"),
+    round differs from the final round's (:func:`fedkd_core.chapters.ledger.differing_best_verdict`),
     else ""."""
-    text = str(best_round)
-    return f" ⚑ on each run's best round: {text.split(' ⚑')[0]}" if "⚑" in text else ""
+    from .chapters.ledger import differing_best_verdict
+
+    word = differing_best_verdict(best_round)
+    return f" ⚑ on each run's best round: {word}" if word else ""
 
 
 def one_cell_flag(cells: str) -> str:
@@ -73,22 +75,17 @@ def scale_labels(ledger: pd.DataFrame) -> list[str]:
     its authors run it, CIFAR-10 as coded), so a reader can tell which line of
     :func:`scales_text` a verdict rests on."""
     numbers = _scale_numbers(ledger)
-    return [_short(row.scale) + (f" ({numbers[row.chapter, row.scale]})" if (row.chapter, row.scale) in numbers else "")
-            for row in ledger.itertuples()]
+    return [str(row.scale).split(":")[0] + numbers.get((row.chapter, row.scale), "") for row in ledger.itertuples()]
 
 
-def _short(scale) -> str:
-    return str(scale).split(":")[0]
-
-
-def _scale_numbers(ledger: pd.DataFrame) -> dict[tuple, int]:
-    """(chapter, full scale) -> its number among the chapter's distinct scales, for the chapters
-    with more than one."""
+def _scale_numbers(ledger: pd.DataFrame) -> dict[tuple, str]:
+    """(chapter, full scale) -> " (2)", its number among the chapter's distinct scales, for the
+    chapters with more than one."""
     numbers = {}
     for chapter, rows in ledger[ledger.scale != "—"].groupby("chapter", sort=False):
         scales = list(dict.fromkeys(rows.scale))
         if len(scales) > 1:
-            numbers.update({(chapter, scale): i for i, scale in enumerate(scales, start=1)})
+            numbers.update({(chapter, scale): f" ({i})" for i, scale in enumerate(scales, start=1)})
     return numbers
 
 
@@ -99,9 +96,8 @@ def scales_text(ledger: pd.DataFrame) -> str:
     numbers = _scale_numbers(ledger)
     scales = ledger[ledger.scale != "—"].drop_duplicates(["chapter", "scale"])
     return SCALE_NOTE + "What the scale column stands for, one line per distinct scale of a paper:\n\n" + "".join(
-        f"- **{row.chapter}**"
-        + (f" ({numbers[row.chapter, row.scale]})" if (row.chapter, row.scale) in numbers else "")
-        + f", {_escape(row.scale)}\n" for row in scales.itertuples())
+        f"- **{row.chapter}**{numbers.get((row.chapter, row.scale), '')}, {_escape(row.scale)}\n"
+        for row in scales.itertuples())
 
 
 def markdown(table: pd.DataFrame) -> str:

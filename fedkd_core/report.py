@@ -105,15 +105,17 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, keys: list[str],
 
     ``ours`` comes from :func:`mean_std`; ``paper`` has ``keys`` + ``mean`` + ``std`` columns.
     Paper cells without a run of ours show "not run"; a one-seed cell shows its value without a
-    spread, and a cell with fewer seeds than others of its profile says how many (:func:`seeds_text`). ``agrees``: whether ours lies within the paper's std + ``tolerance`` points of its mean.
+    spread, and a cell with fewer seeds than others of its profile says how many (:func:`seeds_text`).
+    ``agrees``: whether ours lies within the paper's std + ``tolerance`` points of its mean.
     """
     merged = paper.merge(ours, on=keys, how="left", suffixes=("_paper", "_ours"))
     table = merged[keys].copy()
     table["paper"] = [pm(m, s, digits) for m, s in zip(merged["mean_paper"], merged["std_paper"])]
     seeds = merged["n"].fillna(0).astype(int)
-    most = seeds.groupby(merged["profile"].fillna("")).transform("max") if "profile" in merged else seeds.max()
+    profile = merged["profile"].fillna("") if "profile" in merged else pd.Series("", index=merged.index)
+    most = seeds.groupby(profile).transform("max")  # the most seeds any cell of the row's profile has
     table["ours"] = [seeds_text(m, s, n, full, digits)
-                     for m, s, n, full in zip(merged["mean_ours"], merged["std_ours"], seeds, np.broadcast_to(most, len(seeds)))]
+                     for m, s, n, full in zip(merged["mean_ours"], merged["std_ours"], seeds, most)]
     difference = merged["mean_ours"] - merged["mean_paper"]
     table["ours − paper"] = difference.round(digits) + 0.0  # + 0.0 turns -0.0 into 0.0
     table["seeds"] = seeds

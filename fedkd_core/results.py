@@ -467,11 +467,16 @@ def finished_runs(configs, records, root=None) -> int:
     return len(done) + len({d.key for d in stored_divergences(planned.values(), root)})
 
 
+def planned_runs(configs) -> int:
+    """How many distinct runs ``configs`` plan (a config met twice is one run)."""
+    return len({config_hash(config) for config in configs})
+
+
 def every_run_finished(configs, records, root=None) -> bool:
     """Whether every run of ``configs`` is finished (:func:`finished_runs`): a sweep's verdicts
     move onto its runs only then, never onto the seeds or cells it reached first."""
     configs = list(configs)
-    return finished_runs(configs, records, root) == len({config_hash(config) for config in configs})
+    return finished_runs(configs, records, root) == planned_runs(configs)
 
 
 def is_finished(config: ExperimentConfig, root=None) -> bool:

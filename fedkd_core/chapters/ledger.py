@@ -51,11 +51,9 @@ def rerun_or(fallback: VerdictBasis, rerun: VerdictBasis, configs, root=None) ->
     the rerun's progress."""
     from dataclasses import replace
 
-    from ..results import finished_runs
+    from ..results import finished_runs, planned_runs
 
-    from ..results import config_hash
-
-    planned = len({config_hash(config) for config in configs})
+    planned = planned_runs(configs)
     finished = finished_runs(configs, rerun.records, root)
     chosen = rerun if rerun.records and finished == planned else fallback
     return replace(chosen, rerun_finished=finished, rerun_planned=planned)
@@ -239,11 +237,21 @@ def paper_text(verdict) -> str:
     return f"{verdict.word}, {verdict.effect_text}{spread}{where}"
 
 
+BEST_ROUND_DIFFERS = " ⚑ differs"  # how best_round_text flags a best-round verdict that differs
+
+
+def differing_best_verdict(best_round: str) -> str:
+    """The best-round verdict a row's "best round" gives where it differs from the final round's
+    (:func:`best_round_text` flags it), without the flag, else ""."""
+    text = str(best_round)
+    return text.removesuffix(BEST_ROUND_DIFFERS) if text.endswith(BEST_ROUND_DIFFERS) else ""
+
+
 def best_round_text(final, best) -> str:
     """The verdict on each run's best round, flagged where it differs from the final round's."""
     if best.word == NO_RECORDS:
         return "—"
-    flag = "" if best.word == final.word else " ⚑ differs"
+    flag = "" if best.word == final.word else BEST_ROUND_DIFFERS
     return f"{best.word}, {best.effect_text}{flag}"
 
 
@@ -498,8 +506,8 @@ def claim_anchor(section: str) -> str:
 
 def differing_best_round(row) -> str:
     """"best round: ..." where the verdict on each run's best round differs from the final round's
-    (:func:`best_round_text` flags it with ⚑), else ""."""
-    return f"best round: {row['best round']}" if "⚑" in str(row["best round"]) else ""
+    (:func:`differing_best_verdict`), else ""."""
+    return f"best round: {row['best round']}" if differing_best_verdict(row["best round"]) else ""
 
 
 def box_html(rows: pd.DataFrame) -> str:

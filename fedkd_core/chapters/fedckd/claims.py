@@ -116,9 +116,10 @@ def diverged_seeds(records, divergences, planned=()) -> dict[str, str]:
     if not divergences:
         return {}
     keys = list(EFFECT_CELL_KEYS) + ["seed"]
+    base = observations(records)
     to_come = _unfinished(planned, records, divergences)
-    base = pd.concat([observations(records), pd.DataFrame(to_come)], ignore_index=True) if to_come \
-        else observations(records)
+    if to_come:
+        base = pd.concat([base, pd.DataFrame(to_come)], ignore_index=True)
     stand_ins = [_stand_in(run) for run in divergences]
     with_all = effects_of(pd.concat([base, pd.DataFrame(stand_ins)], ignore_index=True)).set_index(keys)
     lost: dict[str, dict[tuple, list]] = {}
