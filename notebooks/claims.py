@@ -123,8 +123,9 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # spread, or that the interval already rules out effects of 1 point (any effect is smaller);
 # *not judged: unequal tuning*: the effect is measured and shown, but the methods it compares did not
 # get the same tuning budget and tuning changed the same claim where it was done (KnFu's CIFAR-10
-# rows, run with the round as first coded, while tuning every method's schedule changed the same
-# claims on MNIST): the note gives the measured verdict and what tuning did to it on MNIST.
+# rows as first coded, read only while their rerun under the schedules tuned on MNIST is incomplete,
+# since tuning every method's schedule changed the same claims on MNIST): the note gives the
+# measured verdict and what tuning did to it on MNIST.
 #
 # **Beside the paper's effect.** The paper's side is judged on the cells our verdict kept. Where
 # it *holds* (or *partly*), our verdict says how our effect compares with the paper's
