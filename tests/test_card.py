@@ -113,6 +113,20 @@ def test_a_redesign_is_not_counted_as_its_profile_until_it_replaces_it():
     assert times[times.profile == "reduced"].runs.sum() == 123
 
 
+def test_a_grid_does_not_count_runs_it_shares_with_another_profile_as_its_own():
+    """FedGMKD's 50-round robustness grid (126 configs) reads its base reading's 81 runs from the
+    50-round rerun, filed under reduced/: its cost is over its own 45 FedGMKD variant runs."""
+    path = card.PARAMS / "robustness" / "redesign" / "fedgmkd.yaml"
+    from fedkd_core.sweep import load_grid
+
+    _, configs = load_grid("fedgmkd", path, robustness=True)
+    results = card.PARAMS.parents[1] / "results"
+    shared = card.filed_elsewhere(configs, "robustness", results)
+    assert len(configs) == 126 and len(shared) == 81 and {c.rounds for c in shared} == {50}
+    assert " of 45 runs" in card.cost_header(path, results)[-1]
+    assert " of 126 runs" in card.cost_header(path, results / "nowhere")[-1]  # nothing committed: every run its own
+
+
 def test_the_hyperparameter_table_gives_each_profile_its_own_column_and_merges_a_profile_in_two_roles():
     from dataclasses import dataclass
 

@@ -271,7 +271,19 @@ def cost_header(path: Path, results=None) -> list[str]:
     records = list(grid_records(configs, profile, results).values())
     return [f"{COST_MARK} (summed from the committed records' timings, each run's wall time: one thread per run",
             "# including whatever shared the cores on a CPU; on a GPU, the runs that shared the device):",
-            f"{COST_CONTINUED}{cost_text(records, len(configs))}."]
+            f"{COST_CONTINUED}{cost_text(records, len(configs) - len(filed_elsewhere(configs, profile, results)))}."]
+
+
+def filed_elsewhere(configs, profile: str, results=None) -> list:
+    """The ``configs`` whose records are committed under another profile and not under ``profile``:
+    runs a grid shares with another (FedGMKD's 50-round robustness grid reads its base reading's
+    runs from the 50-round rerun, filed under ``reduced/``), so that profile's cost, not this one's."""
+    from ..results import stored_paths
+
+    def folders(config):
+        return {path.parent.parent.name for path in stored_paths(config, root=results)}
+
+    return [config for config in configs if folders(config) and profile not in folders(config)]
 
 
 def with_cost_header(text: str, header: list[str]) -> str:
