@@ -24,18 +24,27 @@ def glance_table(ledger: pd.DataFrame | None = None) -> pd.DataFrame:
     """The ledger (:func:`fedkd_core.chapters.ledger.ledger`, read when not given) as the landing
     page's table: each claim linked to the chapter section that computes it (raw HTML: MyST would
     treat a Markdown link to ``chapters/x.html#anchor`` as a cross-reference it cannot resolve)."""
-    from .chapters.ledger import ledger as read_ledger
+    from .chapters.ledger import HOLM_COLUMN, ledger as read_ledger
 
     table = read_ledger() if ledger is None else ledger
     labels = scale_labels(table)
     rows = [{"paper": row.chapter,
              "claim": _escape(f'<a href="chapters/{escape(row.section)}">{escape(row.claim)}</a>'),
-             "our verdict": f"**{row.verdict}**" + (f" ({row['versus paper']})" if row.get("versus paper") else "")
+             "our verdict": f"**{row.verdict}**" + holm_flag(row.get(HOLM_COLUMN, ""))
+                            + (f" ({row['versus paper']})" if row.get("versus paper") else "")
                             + gated_flag(row.get("note", "")) + best_round_flag(row.get("best round", "")),
              "effect (points) [95% interval]": row.effect + one_cell_flag(row.get("cells", "")),
              "the paper's tables": _escape(row.paper), "scale": label}
             for (_, row), label in zip(table.iterrows(), labels)]
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def holm_flag(family_wise: str) -> str:
+    """" ‡" where Holm's correction over the chapter's claims does not keep a decided verdict
+    (:func:`fedkd_core.chapters.ledger.with_holm`), else ""."""
+    from .chapters.ledger import HOLM_MARK
+
+    return f" {HOLM_MARK}" if str(family_wise or "").startswith(HOLM_MARK) else ""
 
 
 def gated_flag(note: str) -> str:
@@ -122,11 +131,16 @@ def by_paper(table: pd.DataFrame, ledger: pd.DataFrame) -> str:
     """:func:`glance_table` as one table per paper, in the book's order, each under a line that
     names the paper and counts its verdicts: the paper column, the same in every row of a paper, is
     dropped, which gives the claims room to wrap less."""
+    from .chapters.ledger import HOLM_COLUMN, HOLM_MARK, holm_count
+
     blocks = []
     for paper in dict.fromkeys(table.paper):
         rows = table[table.paper == paper].drop(columns="paper")
-        verdicts = ledger.loc[ledger.chapter == paper, "verdict"]
-        blocks.append(f"**{paper}**: {count_line(verdicts)}.\n\n{markdown(rows)}")
+        chapter = ledger[ledger.chapter == paper]
+        family = holm_count(chapter) if HOLM_COLUMN in chapter else ""
+        marked = f" ({HOLM_MARK} marks the others)" if family and chapter[HOLM_COLUMN].str.startswith(HOLM_MARK).any() else ""
+        blocks.append(f"**{paper}**: {count_line(chapter.verdict)}" + (f"; {family}{marked}" if family else "")
+                      + f".\n\n{markdown(rows)}")
     return "\n".join(blocks)
 
 

@@ -21,6 +21,10 @@ How the numbers are turned into a verdict (the Claims page explains the same in 
   contains zero), *untested at this scale* (every cell failed the convergence gate, :func:`gate`);
   a chapter may withhold a measured verdict as *not judged: unequal tuning* (the methods compared
   did not get the same tuning budget: :func:`fedkd_core.chapters.ledger.withhold`).
+* **Many claims at once**: each verdict also carries the p-value of the test its interval
+  inverts (:func:`pooled_p_value`), and a chapter's claims are one family for Holm's step-down
+  correction (:func:`holm`, applied by :func:`fedkd_core.chapters.ledger.with_holm`), which marks
+  a decided verdict that, judged with the chapter's other claims, it does not keep.
 * **The paper's side**: where a paper reports mean ± std over n runs, each method's cell mean is
   drawn from a normal with that mean and std/√n (a seeded parametric bootstrap), the same effect
   function is applied to every draw, and the 2.5 and 97.5 percentiles give the intervals. The
@@ -120,20 +124,57 @@ def pooled_interval(means: Sequence[float], sds: Sequence[float], ns: Sequence[i
     """The mean of k cell means and its interval with the cells fixed and the seeds random:
     variance Σ s_c²/n_c / k², Welch–Satterthwaite degrees of freedom. Cells with fewer than two
     seeds have no spread and are left out (the caller says so)."""
+    mean, se, dof = pooled_estimate(means, sds, ns)
+    if np.isnan(se):
+        return Interval(mean, float("nan"), float("nan")) if not np.isnan(mean) else NO_INTERVAL
+    if se == 0:
+        return Interval(mean, mean, mean)
+    half = float(stats.t.ppf(0.5 + level / 2, dof) * se)
+    return Interval(mean, mean - half, mean + half)
+
+
+def pooled_estimate(means: Sequence[float], sds: Sequence[float], ns: Sequence[int]) -> tuple[float, float, float]:
+    """(mean, standard error, degrees of freedom) of :func:`pooled_interval`; the error and degrees
+    of freedom are NaN where no cell has two seeds (the mean is then over every cell, NaN for none)."""
     means, sds, ns = (np.asarray(x, dtype=float) for x in (means, sds, ns))
     keep = ns >= 2
     if not keep.any():
-        return Interval(float(means.mean()), float("nan"), float("nan")) if len(means) else NO_INTERVAL
+        return (float(means.mean()) if len(means) else float("nan")), float("nan"), float("nan")
     means, sds, ns = means[keep], sds[keep], ns[keep]
-    k = len(means)
     parts = sds**2 / ns  # each cell mean's variance
-    mean = float(means.mean())
-    variance = parts.sum() / k**2
-    if variance == 0:
-        return Interval(mean, mean, mean)
-    dof = parts.sum() ** 2 / np.sum(parts**2 / (ns - 1))
-    half = float(stats.t.ppf(0.5 + level / 2, dof) * np.sqrt(variance))
-    return Interval(mean, mean - half, mean + half)
+    variance = parts.sum() / len(means) ** 2
+    dof = parts.sum() ** 2 / np.sum(parts**2 / (ns - 1)) if variance > 0 else float("inf")
+    return float(means.mean()), float(np.sqrt(variance)), float(dof)
+
+
+def pooled_p_value(means: Sequence[float], sds: Sequence[float], ns: Sequence[int], widen: float = 0.0) -> float:
+    """Two-sided p-value of "the pooled effect is zero", the test :func:`pooled_interval` inverts:
+    below 1 − level exactly where the interval excludes zero. ``widen`` (points added to each side
+    of the interval, :func:`judge`) is taken off the effect's distance from zero first, so the
+    p-value still matches the widened interval (1 where the widening alone reaches zero). NaN
+    where there is no interval (no cell with two seeds)."""
+    mean, se, dof = pooled_estimate(means, sds, ns)
+    if np.isnan(se):
+        return float("nan")
+    distance = abs(mean) - widen
+    if distance <= 0:
+        return 1.0
+    return 0.0 if se == 0 else float(2 * stats.t.sf(distance / se, dof))
+
+
+def holm(p_values: Sequence[float], family_error: float = 1 - LEVEL) -> list[bool]:
+    """Holm's step-down correction: which of ``p_values`` (one family of tests) are rejected with
+    the chance of any false rejection in the family at most ``family_error``. Sorted ascending, the
+    i-th smallest (from 0) is rejected while every one up to it is at most family_error / (m − i);
+    the first that is not stops the procedure. NaN p-values are not tests: never rejected, not counted in m."""
+    p = np.asarray(p_values, dtype=float)
+    tested = np.flatnonzero(~np.isnan(p))
+    rejected = np.zeros(len(p), dtype=bool)
+    for rank, index in enumerate(tested[np.argsort(p[tested], kind="stable")]):
+        if p[index] > family_error / (len(tested) - rank):
+            break
+        rejected[index] = True
+    return rejected.tolist()
 
 
 def seeds_to_decide(sds: Sequence[float], effect: float = DECIDABLE_EFFECT, level: float = LEVEL,
@@ -183,6 +224,7 @@ class Verdict:
     seeds_needed: int | None = None
     gate_reason: str = ""  # why the gate left cells out, its first rule first (:func:`gate_reasons`)
     counted: str = ""  # with the gate off: why it would have left cells out that were counted
+    p_value: float = float("nan")  # of "the pooled effect is zero" (:func:`pooled_p_value`), for :func:`holm`
 
     @property
     def effect_text(self) -> str:
@@ -274,6 +316,7 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     if single:
         notes.append(f"{single} cell{'s' if single > 1 else ''} with one seed left out of the interval")
     interval = pooled_interval(cells.effect, cells.sd, cells.seeds)
+    p_value = pooled_p_value(cells.effect, cells.sd, cells.seeds, widen)
     if widen:
         interval = Interval(interval.mean, interval.low - widen, interval.high + widen)
         notes.append(f"interval widened by ±{widen:.2f} points: it pairs runs from machines that round differently")
@@ -282,7 +325,7 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     seeds = f"{cells.seeds.min()}" if cells.seeds.min() == cells.seeds.max() else f"{cells.seeds.min()}-{cells.seeds.max()}"
     needed = seeds_to_decide(cells.sd) if word == INCONCLUSIVE else None
     return Verdict(claim, word, interval, len(cells), int((cells.outcome == HOLDS).sum()), reversed_cells, seeds,
-                   "; ".join(notes), needed, gate_reason, counted)
+                   "; ".join(notes), needed, gate_reason, counted, p_value)
 
 
 def gate_reasons(failed_rows) -> list[str]:

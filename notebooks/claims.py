@@ -46,6 +46,10 @@ judged = table[~table.verdict.isin(ledger.V.NOT_JUDGED)]
 display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committed records: "
                  + ", ".join(f"{n} {word}" for word, n in judged.verdict.value_counts().items()) + "."
                  if len(judged) else "No claim is judged yet: no chapter has committed records."))
+families = {chapter: ledger.holm_count(rows) for chapter, rows in table.groupby("chapter", sort=False)}
+if any(families.values()):
+    display(Markdown("Judged together ([many claims at once](#how-verdicts-are-computed)): "
+                     + "; ".join(f"{chapter}, {text}" for chapter, text in families.items() if text) + "."))
 
 # %% [markdown]
 # ## Reruns at a larger scale
@@ -116,6 +120,17 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # never decide anything; the per-cell words keep the heterogeneity visible instead (*partly*). A
 # hierarchical bootstrap over cells then seeds has the same problem with few cells; on many seeds
 # per cell the interval agrees with a stratified bootstrap (`tests/test_verdicts.py`).
+#
+# **Many claims at once.** Each interval is 95% on its own, so among a chapter's ten claims one
+# could read *holds* by chance alone. Each verdict also has the p-value of the test its interval
+# inverts (below 0.05 exactly where the interval excludes zero; where the interval is widened for
+# machines that round differently, the widening is taken off first), and each chapter's claims
+# judged with an interval are one family: Holm's step-down correction keeps the chance of any
+# false *holds*, *partly* or *does not hold* in the chapter at 5%. A decided verdict it does not
+# keep is marked **‡** ("not after Holm's correction"): its own interval excludes zero, but judged
+# with the chapter's other claims it is weaker evidence than the word alone says. The claims of a
+# chapter share runs, so they are not independent; Holm's correction holds whatever their
+# dependence, at the price of being conservative.
 #
 # **The words.** *holds*: the claim's interval lies above zero and no cell is reversed; *partly*:
 # above zero, some cell reversed; *does not hold*: below zero; *inconclusive*: it contains zero —

@@ -1,5 +1,7 @@
 """The landing page's results at a glance: the ledger's claims and verdicts, never typed."""
 
+import pandas as pd
+
 from fedkd_core import glance
 from fedkd_core.chapters import ledger
 
@@ -62,7 +64,8 @@ def test_the_landing_page_says_where_the_best_round_reads_otherwise_and_when_one
 
 def test_the_landing_page_gives_each_paper_its_own_table_under_a_count_of_its_verdicts():
     table = ledger.ledger()
-    two = table.head(3).assign(chapter=["A", "A", "B"], verdict=["holds", "inconclusive", "holds"])
+    two = table.head(3).assign(chapter=["A", "A", "B"], verdict=["holds", "inconclusive", "holds"]).drop(
+        columns=ledger.HOLM_COLUMN)
     text = glance.by_paper(glance.glance_table(two), two)
     headers = [line for line in text.splitlines() if line.startswith("| claim |")]
     assert len(headers) == 2 and all("| paper |" not in line for line in headers)
@@ -73,3 +76,13 @@ def test_the_landing_page_gives_each_paper_its_own_table_under_a_count_of_its_ve
 
     words = pd.Series(["inconclusive", "does not hold", "holds", "does not hold"])  # one order for every paper
     assert glance.count_line(words) == "4 claims: 1 holds, 2 do not hold, 1 inconclusive"
+
+
+def test_the_landing_page_marks_a_verdict_holms_correction_does_not_keep_and_counts_them_per_paper():
+    rows = pd.concat([ledger.untestable("A", f"claim {i}", "", "x.html#v") for i in range(3)], ignore_index=True)
+    rows = ledger.with_holm(rows.assign(verdict=["holds", "holds", "inconclusive"], p=[0.001, 0.04, 0.5]))
+    page = glance.glance_table(rows)["our verdict"].tolist()
+    assert page == ["**holds**", "**holds** ‡", "**inconclusive**"]  # 0.04 > 0.05 / 2 after 0.001 passed 0.05 / 3
+    text = glance.by_paper(glance.glance_table(rows), rows)
+    assert ("**A**: 3 claims: 2 holds, 1 inconclusive; 1 of 2 decided verdicts survive Holm's correction over the "
+            "3 claims judged (‡ marks the others).") in text

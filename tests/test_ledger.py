@@ -512,3 +512,27 @@ def test_a_rerun_counts_a_run_once_however_often_its_grids_list_it(tmp_path):
     rerun = ledger.VerdictBasis("paper", twice, "large", False)
     chosen = ledger.rerun_or(fallback, rerun, configs + configs[:1], tmp_path)
     assert chosen.params == "reduced" and (chosen.rerun_finished, chosen.rerun_planned) == (2, 3)
+
+
+def test_holms_correction_runs_over_each_chapters_judged_claims_and_marks_the_verdicts_it_does_not_keep():
+    rows = pd.concat([ledger.untestable(chapter, f"claim {i}", "", "x.html#v") for chapter, i in
+                      [("A", 0), ("A", 1), ("A", 2), ("A", 3), ("B", 0)]], ignore_index=True)
+    rows = rows.assign(verdict=["holds", "does not hold", "untested at this scale", "holds", "holds"],
+                       p=[0.012, 0.03, float("nan"), 0.026, 0.04])
+    family = ledger.with_holm(rows)[ledger.HOLM_COLUMN].tolist()
+    # chapter A: three tests (the untested claim has none); 0.012 <= .05/3, then 0.026 > .05/2 stops
+    assert family[0] == "survives Holm's correction over the chapter's 3 claims judged"
+    assert family[1].startswith("‡ not after Holm's correction over the chapter's 3 claims judged")
+    assert family[2] == "" and family[3].startswith("‡")
+    assert family[4] == "survives Holm's correction over the chapter's 1 claims judged"  # B is its own family
+    assert ledger.holm_count(ledger.with_holm(rows)[rows.chapter == "A"]) == (
+        "1 of 3 decided verdicts survive Holm's correction over the 3 claims judged")
+    html = ledger.verdict_html(ledger.with_holm(rows).iloc[1])
+    assert html.startswith("<b>") and "</b> ‡" in html and "not after Holm" in html
+    assert "‡" not in ledger.verdict_html(ledger.with_holm(rows).iloc[0])
+
+
+def test_a_withheld_verdict_leaves_holms_family():
+    rows = ledger.untestable("A", "claim", "", "x.html#v").assign(verdict="holds", effect="+1.0 [+0.2, +1.8]", p=0.01)
+    withheld = ledger.withhold(rows, ledger.V.UNEQUAL_TUNING, {"claim": "not tuned alike"})
+    assert withheld.p.isna().all() and ledger.with_holm(withheld)[ledger.HOLM_COLUMN].tolist() == [""]

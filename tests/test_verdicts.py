@@ -309,3 +309,41 @@ def test_a_joint_gate_passes_a_cell_only_where_both_sets_of_runs_converged():
     assert both.converged.tolist() == [True, False, False]
     assert both.rising.tolist() == [[], ["A"], ["B"]] and both.evaluations.tolist() == [15, 12, 15]
     assert V.joint_gate(one, None) is one
+
+
+def test_a_single_cells_p_value_is_scipys_one_sample_t_test_and_matches_its_interval():
+    effects = np.array([1.0, 2.0, 3.5])
+    p = V.pooled_p_value([effects.mean()], [effects.std(ddof=1)], [3])
+    assert p == pytest.approx(stats.ttest_1samp(effects, 0.0).pvalue)
+
+
+def test_the_pooled_p_value_is_below_five_percent_exactly_where_the_interval_excludes_zero():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        k = int(rng.integers(1, 6))
+        means, sds, ns = rng.normal(0.5, 1.0, k), rng.uniform(0.2, 2.0, k), rng.integers(2, 6, k)
+        widen = float(rng.choice([0.0, 0.3]))
+        interval = V.pooled_interval(means, sds, ns)
+        excludes = interval.low - widen > 0 or interval.high + widen < 0
+        assert (V.pooled_p_value(means, sds, ns, widen) < 0.05) == excludes
+    assert V.pooled_p_value([0.2], [1.0], [3], widen=0.5) == 1.0  # the widening alone reaches zero
+    assert np.isnan(V.pooled_p_value([0.2], [0.0], [1]))  # one seed: no interval, no test
+
+
+@pytest.mark.parametrize("p, rejected", [
+    ([0.01, 0.04, 0.03, 0.005], [True, False, False, True]),  # 0.005 <= .05/4, 0.01 <= .05/3, 0.03 > .05/2: stop
+    ([0.02, 0.03, 0.04], [False, False, False]),  # 0.02 > .05/3 stops it, though 0.04 <= .05 alone
+    ([0.001, 0.02, 0.011], [True, True, True]),
+    ([0.01, float("nan"), 0.04], [True, False, True]),  # NaN is no test: m = 2
+])
+def test_holms_step_down_correction_on_hand_made_p_values(p, rejected):
+    assert V.holm(p) == rejected
+
+
+def test_a_judged_verdict_carries_the_p_value_of_its_interval():
+    effects = pd.DataFrame({"cell": ["a"] * 3 + ["b"] * 3, "seed": list(range(3)) * 2,
+                            "A > B": [0.010, 0.020, 0.035, 0.02, 0.025, 0.03]})
+    verdict = V.judge(effects, ["cell"], "A > B")
+    per_cell = effects.groupby("cell")["A > B"].agg(["mean", "std", "size"]) * [100, 100, 1]
+    assert verdict.p_value == pytest.approx(V.pooled_p_value(per_cell["mean"], per_cell["std"], per_cell["size"]))
+    assert verdict.word == "holds" and verdict.p_value < 0.05

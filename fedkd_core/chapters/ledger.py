@@ -21,12 +21,12 @@ from html import escape
 import pandas as pd
 
 from .. import verdicts as V
-from ..verdicts import NO_RECORDS, UNTESTABLE
+from ..verdicts import DOES_NOT_HOLD, HOLDS, NO_RECORDS, PARTLY, UNTESTABLE
 
 # A cell's outcome where the convergence gate leaves it out of the verdict (its runs still rising).
 LEFT_OUT = "left out"
 COLUMNS = ["chapter", "claim", "verdict", "versus paper", "effect", "cells", "paper", "best round", "scale", "evidence",
-           "note", "section"]
+           "note", "section", "p"]
 
 
 @dataclass(frozen=True)
@@ -280,7 +280,7 @@ def judged_rows(chapter: str, module, records, section: str, scale: str, evidenc
                      "best round": best_round_text(final, verdicts["best"]), "scale": scale,
                      "evidence": evidence_text if final.word != NO_RECORDS else NO_RECORDS,
                      "note": "; ".join(filter(None, [note_text(final), gated_text(final, gated.get(claim))])),
-                     "section": (sections or {}).get(claim, section)})
+                     "section": (sections or {}).get(claim, section), "p": final.p_value})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -325,17 +325,62 @@ def withhold(rows: pd.DataFrame, word: str, reasons: dict[str, str]) -> pd.DataF
     rows = rows.copy()
     for index, row in rows[rows.claim.isin(list(reasons)) & ~rows.verdict.isin(V.NOT_JUDGED)].iterrows():
         measured = f"measured: {row.verdict}, {row.effect}"
-        rows.loc[index, ["verdict", "versus paper", "best round", "note"]] = [
-            word, "", "—", "; ".join(part for part in (measured, reasons[row.claim], row.note) if part)]
+        rows.loc[index, ["verdict", "versus paper", "best round", "note", "p"]] = [
+            word, "", "—", "; ".join(part for part in (measured, reasons[row.claim], row.note) if part), float("nan")]
     return rows
 
 
 def verdict_html(row) -> str:
-    """A row's verdict word in bold, with how its effect compares with the paper's under it. Each
-    word is kept whole (a narrow column wraps between words: "untested at / this scale", never
+    """A row's verdict word in bold, with how its effect compares with the paper's under it, and
+    where Holm's correction over its chapter's claims does not keep it, that (:func:`with_holm`).
+    Each word is kept whole (a narrow column wraps between words: "untested at / this scale", never
     "inconclusi / ve")."""
     versus = str(row.get("versus paper", "") or "")
-    return f"<b>{whole_words(row.verdict)}</b>" + (f"<br><small>{escape(versus)}</small>" if versus else "")
+    holm_note = str(row.get(HOLM_COLUMN, "") or "")
+    weaker = holm_note.startswith(HOLM_MARK)
+    return (f"<b>{whole_words(row.verdict)}</b>" + (f" {HOLM_MARK}" if weaker else "")
+            + (f"<br><small>{escape(versus)}</small>" if versus else "")
+            + (f"<br><small>{escape(holm_note)}</small>" if weaker else ""))
+
+
+# --- many claims judged at once: Holm's correction over each chapter's claims --------------------
+
+HOLM_COLUMN = "family-wise"
+HOLM_MARK = "‡"
+DECIDED = (HOLDS, PARTLY, DOES_NOT_HOLD)
+
+
+def with_holm(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` (ledger rows, one or more chapters) with a :data:`HOLM_COLUMN`: each chapter's
+    claims judged with an interval (a p-value) are one family, and Holm's step-down correction
+    (:func:`fedkd_core.verdicts.holm`) says which decided verdicts (holds, partly, does not hold)
+    keep the chance of any false one in the chapter at 5%: "survives Holm's correction over the
+    chapter's N claims judged" or, for one it does not keep, "‡ not after Holm's correction over
+    the chapter's N claims judged: its interval alone excludes zero". "" for the other verdicts."""
+    rows = rows.copy()
+    texts = pd.Series("", index=rows.index, dtype=object)
+    p = pd.to_numeric(rows.get("p", pd.Series(float("nan"), index=rows.index)), errors="coerce")
+    for _, family in rows.groupby("chapter", sort=False):
+        tested = p.loc[family.index]
+        kept = dict(zip(family.index, V.holm(tested.tolist())))
+        claims = f"the chapter's {int(tested.notna().sum())} claims judged"
+        for index in family.index[family.verdict.isin(DECIDED) & tested.notna()]:
+            texts[index] = (f"survives Holm's correction over {claims}" if kept[index] else
+                            f"{HOLM_MARK} not after Holm's correction over {claims}: its interval alone excludes zero")
+    return rows.assign(**{HOLM_COLUMN: texts})
+
+
+def holm_count(rows: pd.DataFrame) -> str:
+    """"2 of 6 decided verdicts survive Holm's correction over the 9 claims judged" for one
+    chapter's rows (:func:`with_holm`'s column), "" where none is decided."""
+    notes = rows.get(HOLM_COLUMN, pd.Series(dtype=object)).fillna("")
+    decided = notes[notes != ""]
+    if decided.empty:
+        return ""
+    tested = int(pd.to_numeric(rows.p, errors="coerce").notna().sum())
+    kept = int((~decided.str.startswith(HOLM_MARK)).sum())
+    return (f"{kept} of {len(decided)} decided verdict{'s' if len(decided) > 1 else ''} "
+            f"survive{'s' if len(decided) == 1 else ''} Holm's correction over the {tested} claims judged")
 
 
 def whole_words(text: str) -> str:
@@ -363,7 +408,7 @@ def untestable(chapter: str, claim: str, reason: str, section: str) -> pd.DataFr
     return pd.DataFrame([{"chapter": chapter, "claim": claim, "verdict": UNTESTABLE, "versus paper": "", "effect": "—",
                           "cells": "—",
                           "paper": "reported", "best round": "—", "scale": "—", "evidence": reason, "note": "",
-                          "section": section}], columns=COLUMNS)
+                          "section": section, "p": float("nan")}], columns=COLUMNS)
 
 
 def ledger() -> pd.DataFrame:
@@ -373,7 +418,8 @@ def ledger() -> pd.DataFrame:
 
     modules = [chapter_module(name) for name in CHAPTERS]
     frames = [robustness_column(module, module.ledger_rows()) for module in modules if hasattr(module, "ledger_rows")]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS + ["robustness"])
+    return (with_holm(pd.concat(frames, ignore_index=True)) if frames
+            else pd.DataFrame(columns=COLUMNS + ["robustness", HOLM_COLUMN]))
 
 
 def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
@@ -551,13 +597,16 @@ def verdict_box(module) -> pd.DataFrame:
     return them."""
     from IPython.display import HTML, Markdown, display
 
-    rows = module.ledger_rows()
+    rows = with_holm(module.ledger_rows())
     display(HTML(box_html(rows)))
+    family = holm_count(rows)
     display(Markdown(f"Verdicts read {final_reading(module)}, as the paper's tables do; *best round* judges each "
                      "run at its best evaluation instead, and ⚑ marks a claim whose verdict differs between the two. "
                      "Effects are in accuracy points with 95% intervals; *cells* counts the settings where the claim "
                      "holds or is reversed on its own; a claim links to the table it rests on. "
-                     "[How verdicts are computed](claims.html#how-verdicts-are-computed)."))
+                     + (f"Each interval is 95% on its own; judged together, {family} (the chance of any false one "
+                        f"among them held at 5%); {HOLM_MARK} marks the others. " if family else "")
+                     + "[How verdicts are computed](claims.html#how-verdicts-are-computed)."))
     return rows
 
 
