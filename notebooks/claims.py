@@ -30,7 +30,7 @@ profile = "smoke"
 # %% tags=["remove-input"]
 from IPython.display import HTML, Markdown, display
 
-from fedkd_core import plots, report, tables
+from fedkd_core import glance, plots, report, tables
 from fedkd_core.chapters import ledger, notebook_params
 
 params = notebook_params(ledger.Params, globals())
@@ -44,7 +44,7 @@ table = ledger.ledger()
 tables.show(ledger.verdict_counts(table))
 judged = table[~table.verdict.isin(ledger.V.NOT_JUDGED)]
 display(Markdown(f"{len(judged)} of {len(table)} claims are judged from committed records: "
-                 + ", ".join(f"{n} {word}" for word, n in judged.verdict.value_counts().items()) + "."
+                 + glance.count_line(judged.verdict).split(": ", 1)[1] + "."
                  if len(judged) else "No claim is judged yet: no chapter has committed records."))
 families = {chapter: ledger.holm_count(rows) for chapter, rows in table.groupby("chapter", sort=False)}
 if any(families.values()):

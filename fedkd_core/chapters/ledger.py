@@ -340,7 +340,7 @@ def verdict_html(row) -> str:
     weaker = holm_note.startswith(HOLM_MARK)
     return (f"<b>{whole_words(row.verdict)}</b>" + (f" {HOLM_MARK}" if weaker else "")
             + (f"<br><small>{escape(versus)}</small>" if versus else "")
-            + (f"<br><small>{escape(holm_note)}</small>" if weaker else ""))
+            + (f"<br><small>{escape(holm_note.removeprefix(HOLM_MARK).strip())}</small>" if weaker else ""))
 
 
 # --- many claims judged at once: Holm's correction over each chapter's claims --------------------
@@ -356,7 +356,7 @@ def with_holm(rows: pd.DataFrame) -> pd.DataFrame:
     (:func:`fedkd_core.verdicts.holm`) says which decided verdicts (holds, partly, does not hold)
     keep the chance of any false one in the chapter at 5%: "survives Holm's correction over the
     chapter's N claims judged" or, for one it does not keep, "‡ not after Holm's correction over
-    the chapter's N claims judged: its interval alone excludes zero". "" for the other verdicts."""
+    the chapter's N claims judged: its own interval excludes zero". "" for the other verdicts."""
     rows = rows.copy()
     texts = pd.Series("", index=rows.index, dtype=object)
     p = pd.to_numeric(rows.get("p", pd.Series(float("nan"), index=rows.index)), errors="coerce")
@@ -366,7 +366,7 @@ def with_holm(rows: pd.DataFrame) -> pd.DataFrame:
         claims = f"the chapter's {int(tested.notna().sum())} claims judged"
         for index in family.index[family.verdict.isin(DECIDED) & tested.notna()]:
             texts[index] = (f"survives Holm's correction over {claims}" if kept[index] else
-                            f"{HOLM_MARK} not after Holm's correction over {claims}: its interval alone excludes zero")
+                            f"{HOLM_MARK} not after Holm's correction over {claims}: its own interval excludes zero")
     return rows.assign(**{HOLM_COLUMN: texts})
 
 
