@@ -131,14 +131,14 @@ def by_paper(table: pd.DataFrame, ledger: pd.DataFrame) -> str:
     """:func:`glance_table` as one table per paper, in the book's order, each under a line that
     names the paper and counts its verdicts: the paper column, the same in every row of a paper, is
     dropped, which gives the claims room to wrap less."""
-    from .chapters.ledger import HOLM_COLUMN, HOLM_MARK, holm_count
+    from .chapters.ledger import HOLM_COLUMN, HOLM_MARK, holm_count, holm_marked
 
     blocks = []
     for paper in dict.fromkeys(table.paper):
         rows = table[table.paper == paper].drop(columns="paper")
         chapter = ledger[ledger.chapter == paper]
         family = holm_count(chapter) if HOLM_COLUMN in chapter else ""
-        marked = f" ({HOLM_MARK} marks the others)" if family and chapter[HOLM_COLUMN].str.startswith(HOLM_MARK).any() else ""
+        marked = f" ({HOLM_MARK} marks the others)" if family and holm_marked(chapter) else ""
         blocks.append(f"**{paper}**: {count_line(chapter.verdict)}" + (f"; {family}{marked}" if family else "")
                       + f".\n\n{markdown(rows)}")
     return "\n".join(blocks)

@@ -154,7 +154,7 @@ def pooled_p_value(means: Sequence[float], sds: Sequence[float], ns: Sequence[in
     p-value still matches the widened interval (1 where the widening alone reaches zero). NaN
     where there is no interval (no cell with two seeds)."""
     mean, se, dof = pooled_estimate(means, sds, ns)
-    if np.isnan(se):
+    if np.isnan(se) or np.isnan(mean):
         return float("nan")
     distance = abs(mean) - widen
     if distance <= 0:

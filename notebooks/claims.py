@@ -122,15 +122,19 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # per cell the interval agrees with a stratified bootstrap (`tests/test_verdicts.py`).
 #
 # **Many claims at once.** Each interval is 95% on its own, so among a chapter's ten claims one
-# could read *holds* by chance alone. Each verdict also has the p-value of the test its interval
-# inverts (below 0.05 exactly where the interval excludes zero; where the interval is widened for
-# machines that round differently, the widening is taken off first), and each chapter's claims
-# judged with an interval are one family: Holm's step-down correction keeps the chance of any
-# false *holds*, *partly* or *does not hold* in the chapter at 5%. A decided verdict it does not
-# keep is marked **‡** ("not after Holm's correction"): its own interval excludes zero, but judged
-# with the chapter's other claims it is weaker evidence than the word alone says. The claims of a
-# chapter share runs, so they are not independent; Holm's correction holds whatever their
-# dependence, at the price of being conservative.
+# could read *holds* by chance alone. Each verdict's interval inverts a test of "the pooled effect is
+# zero", whose p-value is below 0.05 exactly where the interval excludes zero (where the interval
+# is widened for machines that round differently, the widening is taken off first). Each
+# chapter's claims judged with an interval are one family, and Holm's step-down correction keeps
+# at most 5% the chance that any decided verdict (*holds*, *partly*, *does not hold*) of the
+# chapter calls an effect that is really zero non-zero, whatever the dependence between the claims
+# (they share runs). A decided verdict it does not keep is marked **‡**, with its p-value: its own
+# interval excludes zero, but judged with the chapter's other claims it is weaker evidence than
+# the word alone says; one it keeps says so, with its p-value, under the claim. What Holm's
+# correction does not cover: the direction of an effect (a *holds* whose true effect is negative)
+# is guaranteed only for independent claims; the reversed cells of *partly* are per-cell words
+# outside the family; and each p-value is a Welch–Satterthwaite t approximation over 2-5 seeds
+# per cell.
 #
 # **The words.** *holds*: the claim's interval lies above zero and no cell is reversed; *partly*:
 # above zero, some cell reversed; *does not hold*: below zero; *inconclusive*: it contains zero —

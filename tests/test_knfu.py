@@ -313,6 +313,8 @@ def test_local_beats_sharing_is_read_on_cifar_cells_only_and_gaps_to_the_paper_a
     stronger = [_ledger_record(c, 0.80 + 0.01 * c.seed) for c in chapter.experiments(params)
                 if c.data.dataset == "cifar10" and c.algorithm == "selective_fd"]
     above = 100 * (0.80 + 0.005) - paper.loc[(0.1, 500, "selective_fd")]
+    assert (chapter.gap_words(-0.04), chapter.gap_words(0.0), chapter.gap_words(0.06)) == (
+        "level with", "level with", "0.1 points above")
     assert chapter.gaps_to_paper(stronger) == (f"Selective-FD {above:.1f} points above the paper's table, "
                                             "on average over 1 cells")
 

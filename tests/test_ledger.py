@@ -4,6 +4,7 @@ finding its committed records, links that point at the chapters, text that survi
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from fedkd_core.chapters import fedckd, ledger
 
@@ -165,6 +166,11 @@ def test_every_chapters_ledger_finds_the_committed_records():
         tested = rows[rows.verdict != ledger.UNTESTABLE]
         assert len(tested) and ledger.NO_RECORDS not in set(tested.verdict), (name, tested[["claim", "verdict"]])
         assert all(text.startswith("profile ") for text in tested.evidence), name
+        # each verdict's p-value agrees with its word: decided below 5%, inconclusive not (or no interval)
+        decided = rows.verdict.isin(ledger.DECIDED)
+        assert (rows.p[decided] < 0.05).all() and not (rows.p[rows.verdict == "inconclusive"] < 0.05).any(), name
+        family = ledger.with_holm(rows)[ledger.HOLM_COLUMN]
+        assert (family[decided] != "").all() and (family[~decided] == "").all(), name
     assert len(__import__("fedkd_core.chapters.knfu", fromlist=["x"]).paper_profile_records(root)) >= 216
 
 
@@ -521,15 +527,17 @@ def test_holms_correction_runs_over_each_chapters_judged_claims_and_marks_the_ve
                        p=[0.012, 0.03, float("nan"), 0.026, 0.04])
     family = ledger.with_holm(rows)[ledger.HOLM_COLUMN].tolist()
     # chapter A: three tests (the untested claim has none); 0.012 <= .05/3, then 0.026 > .05/2 stops
-    assert family[0] == "survives Holm's correction over the chapter's 3 claims judged"
-    assert family[1].startswith("‡ not after Holm's correction over the chapter's 3 claims judged")
+    assert family[0] == "survives Holm's correction over the chapter's 3 claims judged (p = 0.012)"
+    assert family[1] == "‡ not after Holm's correction over the chapter's 3 claims judged: p = 0.03 on its own"
     assert family[2] == "" and family[3].startswith("‡")
-    assert family[4] == "survives Holm's correction over the chapter's 1 claims judged"  # B is its own family
+    assert family[4] == "survives Holm's correction over the chapter's 1 claim judged (p = 0.04)"  # B is its own family
     assert ledger.holm_count(ledger.with_holm(rows)[rows.chapter == "A"]) == (
         "1 of 3 decided verdicts survive Holm's correction over the 3 claims judged")
     html = ledger.verdict_html(ledger.with_holm(rows).iloc[1])
     assert html.startswith("<b>") and html.count("‡") == 1 and "</b> ‡" in html and "not after Holm" in html
     assert "‡" not in ledger.verdict_html(ledger.with_holm(rows).iloc[0])
+    with pytest.raises(ValueError, match="without a p-value.*claim 0"):  # a row builder that forgot p
+        ledger.with_holm(rows.assign(p=[float("nan")] + [0.01] * 4))
 
 
 def test_a_withheld_verdict_leaves_holms_family():

@@ -328,6 +328,10 @@ def test_the_pooled_p_value_is_below_five_percent_exactly_where_the_interval_exc
         assert (V.pooled_p_value(means, sds, ns, widen) < 0.05) == excludes
     assert V.pooled_p_value([0.2], [1.0], [3], widen=0.5) == 1.0  # the widening alone reaches zero
     assert np.isnan(V.pooled_p_value([0.2], [0.0], [1]))  # one seed: no interval, no test
+    assert V.pooled_p_value([0.2, 0.4], [0.0, 0.0], [3, 3]) == 0.0  # seeds agree exactly: a zero-width interval
+    assert V.pooled_interval([0.2, 0.4], [0.0, 0.0], [3, 3]).low > 0
+    assert V.pooled_p_value([0.2], [0.0], [3], widen=0.5) == 1.0
+    assert np.isnan(V.pooled_p_value([float("nan")], [0.0], [3]))  # no mean: no test
 
 
 @pytest.mark.parametrize("p, rejected", [
@@ -347,3 +351,6 @@ def test_a_judged_verdict_carries_the_p_value_of_its_interval():
     per_cell = effects.groupby("cell")["A > B"].agg(["mean", "std", "size"]) * [100, 100, 1]
     assert verdict.p_value == pytest.approx(V.pooled_p_value(per_cell["mean"], per_cell["std"], per_cell["size"]))
     assert verdict.word == "holds" and verdict.p_value < 0.05
+    widened = V.judge(effects, ["cell"], "A > B", widen=2.0)  # +2.25 points, widened by 2 each side
+    assert widened.word == "inconclusive" and 0.05 <= widened.p_value < 1
+    assert V.judge(effects, ["cell"], "A > B", widen=3.0).p_value == 1.0

@@ -354,20 +354,29 @@ def with_holm(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` (ledger rows, one or more chapters) with a :data:`HOLM_COLUMN`: each chapter's
     claims judged with an interval (a p-value) are one family, and Holm's step-down correction
     (:func:`fedkd_core.verdicts.holm`) says which decided verdicts (holds, partly, does not hold)
-    keep the chance of any false one in the chapter at 5%: "survives Holm's correction over the
-    chapter's N claims judged" or, for one it does not keep, "‡ not after Holm's correction over
-    the chapter's N claims judged: its own interval excludes zero". "" for the other verdicts."""
+    keep at most 5% the chance that any of them calls an effect that is really zero non-zero:
+    "survives Holm's correction over the chapter's N claims judged (p = 0.0009)" or, for one it
+    does not keep, "‡ not after Holm's correction over the chapter's N claims judged: p = 0.021
+    on its own". "" for the other verdicts. A decided verdict without a p-value is an error (a
+    row built without it would otherwise read as kept)."""
     rows = rows.copy()
     texts = pd.Series("", index=rows.index, dtype=object)
     p = pd.to_numeric(rows.get("p", pd.Series(float("nan"), index=rows.index)), errors="coerce")
+    missing = rows[rows.verdict.isin(DECIDED) & p.isna()]
+    if len(missing):
+        raise ValueError(f"decided verdicts without a p-value, so outside Holm's family: {', '.join(missing.claim)}")
     for _, family in rows.groupby("chapter", sort=False):
         tested = p.loc[family.index]
         kept = dict(zip(family.index, V.holm(tested.tolist())))
-        claims = f"the chapter's {int(tested.notna().sum())} claims judged"
-        for index in family.index[family.verdict.isin(DECIDED) & tested.notna()]:
-            texts[index] = (f"survives Holm's correction over {claims}" if kept[index] else
-                            f"{HOLM_MARK} not after Holm's correction over {claims}: its own interval excludes zero")
+        claims = f"the chapter's {claims_text(int(tested.notna().sum()))} judged"
+        for index in family.index[family.verdict.isin(DECIDED)]:
+            texts[index] = (f"survives Holm's correction over {claims} (p = {p[index]:.2g})" if kept[index] else
+                            f"{HOLM_MARK} not after Holm's correction over {claims}: p = {p[index]:.2g} on its own")
     return rows.assign(**{HOLM_COLUMN: texts})
+
+
+def claims_text(count: int) -> str:
+    return f"{count} claim{'s' if count != 1 else ''}"
 
 
 def holm_count(rows: pd.DataFrame) -> str:
@@ -380,7 +389,12 @@ def holm_count(rows: pd.DataFrame) -> str:
     tested = int(pd.to_numeric(rows.p, errors="coerce").notna().sum())
     kept = int((~decided.str.startswith(HOLM_MARK)).sum())
     return (f"{kept} of {len(decided)} decided verdict{'s' if len(decided) > 1 else ''} "
-            f"survive{'s' if len(decided) == 1 else ''} Holm's correction over the {tested} claims judged")
+            f"survive{'s' if len(decided) == 1 else ''} Holm's correction over the {claims_text(tested)} judged")
+
+
+def holm_marked(rows: pd.DataFrame) -> bool:
+    """Whether any of ``rows`` carries the :data:`HOLM_MARK` (:func:`with_holm`)."""
+    return bool(rows.get(HOLM_COLUMN, pd.Series(dtype=object)).fillna("").str.startswith(HOLM_MARK).any())
 
 
 def whole_words(text: str) -> str:
@@ -526,8 +540,10 @@ def linked_table(table: pd.DataFrame) -> str:
     for _, row in table.iterrows():
         page = row.section.split("#", 1)[0]
         robustness = str(row.get("robustness", "—"))
+        family = str(row.get(HOLM_COLUMN, "") or "")
         details = [f"scale: {row.scale}", f"records: {row.evidence}", differing_best_round(row),
-                   f"robustness: {robustness}" if robustness != "—" else ""]
+                   f"robustness: {robustness}" if robustness != "—" else "",
+                   family if family and not family.startswith(HOLM_MARK) else ""]
         small = "".join(f"<br><small>{escape(str(d))}</small>" for d in details if d and d != "scale: —") + note_html(row.note)
         claim = f'<a href="./{escape(page)}{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
         cells = [escape(row.chapter), claim, verdict_html(row), escape(row.effect), escape(row.cells),
@@ -604,8 +620,9 @@ def verdict_box(module) -> pd.DataFrame:
                      "run at its best evaluation instead, and ⚑ marks a claim whose verdict differs between the two. "
                      "Effects are in accuracy points with 95% intervals; *cells* counts the settings where the claim "
                      "holds or is reversed on its own; a claim links to the table it rests on. "
-                     + (f"Each interval is 95% on its own; judged together, {family} (the chance of any false one "
-                        f"among them held at 5%); {HOLM_MARK} marks the others. " if family else "")
+                     + (f"Each interval is 95% on its own; judged together, {family} (the chance that any of them "
+                        "calls an effect that is really zero non-zero at most 5%)"
+                        + (f"; {HOLM_MARK} marks the others. " if holm_marked(rows) else ". ") if family else "")
                      + "[How verdicts are computed](claims.html#how-verdicts-are-computed)."))
     return rows
 

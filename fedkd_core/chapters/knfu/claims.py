@@ -125,9 +125,15 @@ def gaps_to_paper(records, methods=BASELINES) -> str:
     if not named:
         return "no baseline cell shared with the paper's tables"
     cells = int(max(row["size"] for _, row in named))
-    return (" and ".join(f"{name} {abs(row['mean']):.1f} points {'below' if row['mean'] < 0 else 'above'}"
-                         for name, row in named)
+    return (" and ".join(f"{name} {gap_words(row['mean'])}" for name, row in named)
             + f" the paper's table, on average over {cells} cells")
+
+
+def gap_words(gap: float) -> str:
+    """"6.8 points below", "2.9 points above", or "level with" where it rounds to 0.0."""
+    if round(abs(gap), 1) == 0:
+        return "level with"
+    return f"{abs(gap):.1f} points {'below' if gap < 0 else 'above'}"
 
 
 def verdict_bases(root=None) -> list[tuple[str, list]]:
