@@ -76,9 +76,10 @@ tables.show(ledger.reruns_table(), legend=f"Time left at the pace of the finishe
 # "the paper's tables": the same test on the paper's tables. Under each claim, in small print: the
 # scale of our runs, the records behind them (profile, runs, seeds, rounds), the verdict on each
 # run's best round where it differs (⚑), its robustness (the verdicts under the variants of the
-# unstated choices whose runs are all committed, where the chapter's grid reads the claim), and what
-# the gate left out or more seeds would buy. The claim links to the table in its chapter that it
-# rests on.
+# unstated choices whose runs are all committed, where the chapter's grid reads the claim), for a
+# decided verdict whether Holm's correction over its chapter's claims keeps it (a ‡ beside the word
+# where it does not: [many claims at once](#how-verdicts-are-computed)), and what the gate left out
+# or more seeds would buy. The claim links to the table in its chapter that it rests on.
 
 # %% tags=["hide-input"]
 display(HTML(ledger.linked_table(table)))
