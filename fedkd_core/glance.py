@@ -42,9 +42,9 @@ def glance_table(ledger: pd.DataFrame | None = None) -> pd.DataFrame:
 def holm_flag(family_wise: str) -> str:
     """" ‡" where Holm's correction over the chapter's claims does not keep a decided verdict
     (:func:`fedkd_core.chapters.ledger.with_holm`), else ""."""
-    from .chapters.ledger import HOLM_MARK
+    from .chapters.ledger import HOLM_MARK, not_kept_by_holm
 
-    return f" {HOLM_MARK}" if str(family_wise or "").startswith(HOLM_MARK) else ""
+    return f" {HOLM_MARK}" if not_kept_by_holm(family_wise) else ""
 
 
 def gated_flag(note: str) -> str:
@@ -118,12 +118,12 @@ def count_line(verdicts: pd.Series) -> str:
     """"3 claims: 1 holds, 2 inconclusive": how many of a paper's claims got each verdict, in the
     same order for every paper (:data:`fedkd_core.verdicts.WORDS`), "does not hold" in the plural
     where it counts several."""
+    from .chapters.ledger import claims_text
     from .verdicts import DOES_NOT_HOLD, WORDS
 
     counts = verdicts.fillna("no verdict").value_counts()
     order = [w for w in WORDS if w in counts] + sorted(w for w in counts.index if w not in WORDS)
-    claims = f"{len(verdicts)} claim{'s' if len(verdicts) != 1 else ''}"
-    return f"{claims}: " + ", ".join(
+    return f"{claims_text(len(verdicts))}: " + ", ".join(
         f"{counts[word]} {'do not hold' if word == DOES_NOT_HOLD and counts[word] > 1 else word}" for word in order)
 
 

@@ -125,8 +125,8 @@ def pooled_interval(means: Sequence[float], sds: Sequence[float], ns: Sequence[i
     variance Σ s_c²/n_c / k², Welch–Satterthwaite degrees of freedom. Cells with fewer than two
     seeds have no spread and are left out (the caller says so)."""
     mean, se, dof = pooled_estimate(means, sds, ns)
-    if np.isnan(se):
-        return Interval(mean, float("nan"), float("nan")) if not np.isnan(mean) else NO_INTERVAL
+    if np.isnan(se):  # no cell with two seeds: a mean alone (NaN, as NO_INTERVAL, where there is none)
+        return Interval(mean, float("nan"), float("nan"))
     if se == 0:
         return Interval(mean, mean, mean)
     half = float(stats.t.ppf(0.5 + level / 2, dof) * se)

@@ -337,7 +337,7 @@ def verdict_html(row) -> str:
     "inconclusi / ve")."""
     versus = str(row.get("versus paper", "") or "")
     holm_note = str(row.get(HOLM_COLUMN, "") or "")
-    weaker = holm_note.startswith(HOLM_MARK)
+    weaker = not_kept_by_holm(holm_note)
     return (f"<b>{whole_words(row.verdict)}</b>" + (f" {HOLM_MARK}" if weaker else "")
             + (f"<br><small>{escape(versus)}</small>" if versus else "")
             + (f"<br><small>{escape(holm_note.removeprefix(HOLM_MARK).strip())}</small>" if weaker else ""))
@@ -375,6 +375,11 @@ def with_holm(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(**{HOLM_COLUMN: texts})
 
 
+def not_kept_by_holm(family_wise) -> bool:
+    """Whether a row's :data:`HOLM_COLUMN` text says Holm's correction does not keep its verdict."""
+    return str(family_wise or "").startswith(HOLM_MARK)
+
+
 def claims_text(count: int) -> str:
     return f"{count} claim{'s' if count != 1 else ''}"
 
@@ -387,14 +392,14 @@ def holm_count(rows: pd.DataFrame) -> str:
     if decided.empty:
         return ""
     tested = int(pd.to_numeric(rows.p, errors="coerce").notna().sum())
-    kept = int((~decided.str.startswith(HOLM_MARK)).sum())
+    kept = len(decided) - int(decided.map(not_kept_by_holm).sum())
     return (f"{kept} of {len(decided)} decided verdict{'s' if len(decided) > 1 else ''} "
             f"survive{'s' if len(decided) == 1 else ''} Holm's correction over the {claims_text(tested)} judged")
 
 
 def holm_marked(rows: pd.DataFrame) -> bool:
     """Whether any of ``rows`` carries the :data:`HOLM_MARK` (:func:`with_holm`)."""
-    return bool(rows.get(HOLM_COLUMN, pd.Series(dtype=object)).fillna("").str.startswith(HOLM_MARK).any())
+    return any(map(not_kept_by_holm, rows.get(HOLM_COLUMN, [])))
 
 
 def whole_words(text: str) -> str:
