@@ -9,6 +9,7 @@ actual messages; seconds are wall time of the round's work (evaluation excluded)
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
@@ -90,6 +91,7 @@ def simulate(
     progress: bool = True,
     clients=None,
     checkpoints: Checkpoints | None = None,
+    on_round: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Run ``config`` and return its history, final per-client accuracies and totals (plain data).
     ``clients`` runs the client steps (default: in this process, ``IN_PROCESS``; Flower:
@@ -104,6 +106,9 @@ def simulate(
     from it; the outcome then says so (``resumed_after_round``, and ``seconds_before``: the wall
     time of the sessions before this one).
 
+    ``on_round(round_index, rounds)`` is called after each round this session runs (a sweep's
+    workers report their runs' progress with it).
+
     A run whose training loss or weights become non-finite stops with :class:`RunDiverged`
     (the round and the history so far).
     """
@@ -111,11 +116,12 @@ def simulate(
     with torch.random.fork_rng(devices=cuda_devices()), reproducible(device):
         torch.manual_seed(int(np.random.default_rng([config.seed, 5]).integers(2**62)))
         return _simulate(config, data or build_federated_data(config.data, config.seed),
-                         device, progress, clients, checkpoints)
+                         device, progress, clients, checkpoints, on_round)
 
 
 def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.device, progress: bool,
-              clients=None, checkpoints: Checkpoints | None = None) -> dict:
+              clients=None, checkpoints: Checkpoints | None = None,
+              on_round: Callable[[int, int], None] | None = None) -> dict:
     began = time.perf_counter()
     clients = clients or IN_PROCESS
     ctx = Context(data=data, model_name=config.model, train=config.train, device=device, seed=config.seed)
@@ -149,6 +155,8 @@ def _simulate(config: ExperimentConfig, data: FederatedData, device: torch.devic
                 bar.set_postfix(alma=f"{row['alma']:.3f}")
         except (NonFiniteLoss, DivergedError) as error:  # a client's loss, or a model's weights, became non-finite
             raise RunDiverged(str(error), round_index, history) from error
+        if on_round:
+            on_round(round_index, config.rounds)
         if checkpoints and checkpoints.due() and round_index < config.rounds:
             checkpoints.save(run_state(checkpoints.key, round_index, algorithm, history, totals, sampler,
                                        (resumed.seconds if resumed else 0.0) + time.perf_counter() - began))

@@ -337,8 +337,9 @@ def outcome_record(config: ExperimentConfig, outcome: dict, seconds: float, devi
 
 def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = True,
                    profile: str = "custom", progress: bool = True, data=None,
-                   checkpoint_every: float = DEFAULT_EVERY_SECONDS) -> RunRecord:
+                   checkpoint_every: float = DEFAULT_EVERY_SECONDS, on_round=None) -> RunRecord:
     """The record of ``config``: loaded when stored (and ``use_cache``), else simulated and saved.
+    ``on_round(round_index, rounds)`` is told of each round simulated (``simulate``).
 
     A run that diverges is a result too: its :class:`Divergence` is saved beside the records and
     :class:`RunDiverged` raised, now and (with ``use_cache``) whenever the config is asked for
@@ -359,7 +360,8 @@ def run_experiment(config: ExperimentConfig, *, root=None, use_cache: bool = Tru
     start = time.perf_counter()
     device = default_device()
     try:
-        outcome = simulate(config, data=data, device=device, progress=progress, checkpoints=checkpoints)
+        outcome = simulate(config, data=data, device=device, progress=progress, checkpoints=checkpoints,
+                           on_round=on_round)
     except RunDiverged as error:
         save_divergence(divergence_of(config, error, time.perf_counter() - start, device, profile), root)
         checkpoints.delete()

@@ -59,6 +59,22 @@ def describe(config) -> str:
             f"{data.num_clients} clients{size} seed={config.seed}")
 
 
+def round_progress(config, report, clock=time.monotonic):
+    """An ``on_round`` callback for ``run_experiment`` that reports ("round", text) how far
+    ``config``'s run has come and, at this session's pace (from the callback's making, so a
+    resumed run is paced by the rounds it runs now), how long it has left."""
+    began, first = clock(), None
+
+    def on_round(round_index: int, rounds: int) -> None:
+        nonlocal first
+        first = round_index if first is None else first
+        pace = (clock() - began) / (round_index - first + 1)
+        left = f", {duration_text(pace * (rounds - round_index))} left" if round_index < rounds else ""
+        report("round", f"{config.algorithm} s{config.seed} round {round_index}/{rounds}{left}")
+
+    return on_round
+
+
 def load_grid(chapter: str, params_file: Path, robustness: bool = False, variants: tuple[str, ...] = ()):
     """The profile's params and its runs: the chapter's grid, or with ``robustness`` the grid of
     every variant of ``ROBUSTNESS`` around those params (fedkd_core.chapters.robustness), or of
@@ -243,8 +259,8 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
     """Claim and run what is left of the grid, seed by seed (``run_order``), until nothing is left;
     a robustness grid variant by variant, nearest completion first (``robustness.sweep_order``).
 
-    ``report(kind, text)`` is told of every run it starts ("start"), finished run ("done"), diverged
-    run ("diverged") and failure ("error"). A worker
+    ``report(kind, text)`` is told of every run it starts ("start"), round it finishes ("round":
+    ``round_progress``), finished run ("done"), diverged run ("diverged") and failure ("error"). A worker
     started by a sweep (``parent``: its process id) stops before its next run once that sweep has
     gone, however it was stopped (even by SIGKILL), instead of running on unseen.
     """
@@ -269,7 +285,8 @@ def work(chapter: str, params_file: Path, limit: int | None, report, parent: int
                     continue  # a sweep of another profile that shares this run holds it
                 leases.adopt_state(root, params.profile, config_hash(config))
                 report("start", describe(config))
-                record = run_experiment(config, profile=params.profile, progress=False)
+                record = run_experiment(config, profile=params.profile, progress=False,
+                                        on_round=round_progress(config, report))
                 ran += 1
                 report("done", f"{describe(config)}: ALMA {record.final['alma']:.4f} "
                                f"({record.timings['total_seconds']:.0f} s{device_memory_text()})")
@@ -362,10 +379,10 @@ def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None
 
 
 def _follow(processes, queue, chapter: str, workers: int, total: int) -> int:
-    """Show the workers' reports (``(pid, kind, text)`` on ``queue``) until all have stopped; the
-    number of failures, a worker that stopped without reporting one (killed) included, named with
-    the run it held."""
-    failures, running, failed = 0, {}, set()
+    """Show the workers' reports (``(pid, kind, text)`` on ``queue``) until all have stopped: each
+    finished run as a line, the rounds of those running after the bar. The number of failures, a
+    worker that stopped without reporting one (killed) included, named with the run it held."""
+    failures, running, failed, rounds = 0, {}, set(), {}
     with tqdm(total=total, desc=f"sweep {chapter} ({workers} workers)") as bar:
         while True:
             alive = any(p.is_alive() for p in processes)  # read before draining: no message is missed
@@ -378,7 +395,12 @@ def _follow(processes, queue, chapter: str, workers: int, total: int) -> int:
             if kind == "start":
                 running[pid] = text
                 continue
+            if kind == "round":
+                rounds[pid] = text
+                bar.set_postfix_str(" | ".join(rounds.values()))
+                continue
             running.pop(pid, None)
+            rounds.pop(pid, None)
             if kind in ("done", "diverged"):
                 bar.update(1)
                 tqdm.write(text if kind == "done" else f"DIVERGED {text}")

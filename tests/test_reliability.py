@@ -235,6 +235,23 @@ def test_a_run_interrupted_after_round_2_resumes_with_the_numbers_of_an_uninterr
     assert not state.exists()  # deleted once the record is written
 
 
+def test_a_resumed_run_is_told_only_of_the_rounds_it_runs(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    config = replace(RESUMED, algorithm="fedavg")
+    whole, cut = [], []
+    results.run_experiment(config, root=tmp_path / "whole", progress=False, on_round=lambda *r: whole.append(r))
+    with monkeypatch.context() as patch:
+        interrupt_in_round(patch, 3)
+        with pytest.raises(Interrupted):
+            results.run_experiment(config, root=tmp_path / "cut", progress=False, checkpoint_every=0,
+                                   on_round=lambda *r: cut.append(r))
+    results.run_experiment(config, root=tmp_path / "cut", progress=False, checkpoint_every=0,
+                           on_round=lambda *r: cut.append(r))
+    assert whole == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert cut == [(1, 4), (2, 4), (3, 4), (4, 4)]  # rounds 1-2, interrupted in 3; resumed: 3-4
+
+
 def test_a_checkpoint_written_before_the_round_shapes_moved_still_loads():
     """A state pickled when the shapes were ``fedkd_core.algorithms.<module>`` loads from ``shapes/``."""
     import io

@@ -405,3 +405,52 @@ def test_a_robustness_reruns_dry_run_paces_by_the_grid_it_reruns():
     assert reference and any(record.key not in variant_keys for record in reference)  # the variants' FedGMKD runs
     assert all(record.config["rounds"] == 15 for record in reference)
     assert sweep.pace_reference("fedgmkd", fedgmkd.ROBUSTNESS_RERUN, ROOT / "results") == []
+
+
+# --- a long run shows its rounds while it runs -----------------------------------------------------
+
+def test_round_progress_says_the_round_reached_and_the_time_left_at_this_sessions_pace():
+    from types import SimpleNamespace
+
+    reports, now = [], iter([0.0, 120.0, 180.0, 6000.0])
+    on_round = sweep.round_progress(SimpleNamespace(algorithm="pfedsd", seed=1), lambda *report: reports.append(report),
+                                    clock=lambda: next(now))
+    on_round(4, 100)  # resumed after round 3: one round this session, in 120 s
+    on_round(5, 100)  # two rounds in 180 s: 90 s a round, 95 rounds left
+    on_round(100, 100)
+    assert reports == [("round", "pfedsd s1 round 4/100, 3.2 h left"), ("round", "pfedsd s1 round 5/100, 2.4 h left"),
+                       ("round", "pfedsd s1 round 100/100")]
+
+
+def round_reporting_worker(queue) -> None:
+    import os
+
+    pid = os.getpid()
+    for kind, text in (("start", "fedavg mnist seed=0"), ("round", "fedavg s0 round 1/2, 1 min left"),
+                       ("round", "fedavg s0 round 2/2"), ("done", "fedavg mnist seed=0: ALMA 0.5000 (2 s)")):
+        queue.put((pid, kind, text))
+    queue.close()
+    queue.join_thread()
+
+
+def test_the_sweep_shows_the_rounds_of_running_runs_and_counts_them_as_no_failure(capsys):
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    worker = context.Process(target=round_reporting_worker, args=(queue,))
+    worker.start()
+    assert sweep._follow([worker], queue, "setting", 1, 1) == 0
+    out = capsys.readouterr()
+    shown = out.out + out.err
+    assert "fedavg s0 round 1/2, 1 min left" in shown and "fedavg mnist seed=0: ALMA 0.5000 (2 s)" in shown
+    assert "FAILED" not in shown
+
+
+def test_a_sweep_worker_reports_every_round_of_its_runs(smoke_grid, tmp_path):
+    params, configs = sweep.load_grid("setting", smoke_grid)
+    reports = []
+    sweep.work("setting", smoke_grid, 1, lambda kind, text: reports.append((kind, text)))
+    kinds = [kind for kind, _ in reports]
+    assert kinds == ["start"] + ["round"] * configs[0].rounds + ["done"]
+    assert reports[-2][1] == f"{configs[0].algorithm} s{configs[0].seed} round {configs[0].rounds}/{configs[0].rounds}"
