@@ -400,7 +400,8 @@ def _follow(processes, queue, chapter: str, workers: int, total: int) -> int:
                 bar.set_postfix_str(" | ".join(rounds.values()))
                 continue
             running.pop(pid, None)
-            rounds.pop(pid, None)
+            if rounds.pop(pid, None) is not None:
+                bar.set_postfix_str(" | ".join(rounds.values()))  # a finished run's rounds leave the bar
             if kind in ("done", "diverged"):
                 bar.update(1)
                 tqdm.write(text if kind == "done" else f"DIVERGED {text}")
