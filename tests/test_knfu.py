@@ -415,3 +415,34 @@ def test_seed_counts_are_given_per_dataset_naming_the_method_with_fewer():
     ours = pd.DataFrame({"dataset": ["mnist", "mnist", "mnist", "cifar10"], "algorithm": ["knfu", "fedmd", "fedmd_original", "knfu"],
                          "n": [5, 5, 1, 3]})
     assert chapter.tables.seeds_text(ours) == "mnist: 5 seed(s) per cell (FedMD (original form): 1); cifar10: 3 seed(s) per cell"
+
+
+def test_knfu_against_fedmd_as_its_authors_run_it_on_cifar_is_judged_only_once_every_run_is_committed(monkeypatch):
+    """FedMD in its original form on Table 2's cells (paper/knfu_fedmd_original_cifar10.yaml): no
+    CIFAR-10 row while one run is missing (a partial grid would judge the claim on the seeds the
+    sweep reached first); then one row, judged against KnFu's runs of the tuned CIFAR-10 rerun on
+    the same cells and seeds, and the other CIFAR-10 rows still judged without the original form."""
+    from pathlib import Path
+
+    from fedkd_core.chapters.knfu import claims
+
+    root = Path(__file__).resolve().parents[1] / "results"
+    committed = claims.paper_profile_records(root)
+    before = chapter.ledger_rows(root).set_index("claim")
+    originals = [_ledger_record(c, 0.05) for c in chapter.experiments(chapter.FEDMD_ORIGINAL_CIFAR_PROFILE)]
+    assert len(originals) == 18 and {r.config["data"]["dataset"] for r in originals} == {"cifar10"}
+    row = chapter.ORIGINAL_CLAIM + chapter.ORIGINAL_CIFAR_SUFFIX
+    monkeypatch.setattr(claims, "paper_profile_records", lambda root=None: committed + originals[:-1])
+    assert not chapter.original_cifar_complete(originals[:-1], root)
+    assert row not in set(chapter.ledger_rows(root).claim)
+    monkeypatch.setattr(claims, "paper_profile_records", lambda root=None: committed + originals)
+    assert chapter.original_cifar_complete(originals, root)
+    rows = chapter.ledger_rows(root).set_index("claim")
+    # KnFu's tuned CIFAR-10 runs end far above 5%: the claim holds, in every cell
+    assert rows.loc[row, "verdict"] == "holds" and "CIFAR-10 (Table 2)" in rows.loc[row, "scale"]
+    assert rows.loc[row, "effect"].startswith("+")
+    # the MNIST row and the other CIFAR-10 rows read the same records as before
+    assert rows.drop(index=row).index.tolist() == before.index.tolist()
+    assert rows.drop(index=row)["effect"].tolist() == before["effect"].tolist()
+    label, runs = chapter.verdict_bases(root)[1]
+    assert label.startswith(chapter.TUNED_CIFAR_LABEL) and sum(r.config["algorithm"] == "fedmd_original" for r in runs) == 18

@@ -25,6 +25,7 @@ CONSTANTS = [(fedckd, "REDUCED_PROFILE", "reduced/fedckd.yaml"), (fedckd, "ROBUS
              (fedua, "REDUCED_PROFILE", "reduced/fedua.yaml"), (fedua, "ROBUSTNESS_BASE", "robustness/fedua.yaml"),
              (knfu, "PAPER_PROFILE", "paper/knfu.yaml"), (knfu, "ROBUSTNESS_BASE", "robustness/knfu.yaml"),
              (knfu, "FEDMD_ORIGINAL_PROFILE", "paper/knfu_fedmd_original.yaml"),
+             (knfu, "FEDMD_ORIGINAL_CIFAR_PROFILE", "paper/knfu_fedmd_original_cifar10.yaml"),
              (knfu, "TUNING_PROFILE", "tuning/knfu.yaml"), (knfu, "TUNED_PROFILE", "paper/knfu_tuned.yaml"),
              (knfu, "TUNED_CIFAR_PROFILE", "paper/knfu_tuned_cifar10.yaml")]
 
@@ -40,11 +41,12 @@ def test_a_profile_constant_is_the_checkouts_yaml(chapter, constant, path):
 
 
 # Every run of these profiles is committed (a record, or a divergence); FedCKD's paper-scale
-# column is still under way, so it is found in part, and FedGMKD's redesigned reduced profile
-# (reduced/redesign/fedgmkd.yaml) joins this list once its sweep is complete, and its 50-round
-# robustness grid (robustness/redesign/fedgmkd.yaml) after it.
+# column and FedMD's original form on CIFAR-10 (paper/knfu_fedmd_original_cifar10.yaml) are still
+# under way, so they are not listed. FedGMKD's 50-round robustness grid is checked whole (every
+# variant's runs) below.
 COMMITTED = [(fedckd, "REDUCED_PROFILE"), (fedckd, "ROBUSTNESS_BASE"), (fedgmkd, "REDUCED_PROFILE"),
-             (fedgmkd, "ROBUSTNESS_BASE"), (fedua, "REDUCED_PROFILE"), (fedua, "ROBUSTNESS_BASE"),
+             (fedgmkd, "ROBUSTNESS_BASE"), (fedgmkd, "REDESIGN_PROFILE"), (fedgmkd, "ROBUSTNESS_RERUN"),
+             (fedua, "REDUCED_PROFILE"), (fedua, "ROBUSTNESS_BASE"),
              (knfu, "PAPER_PROFILE"), (knfu, "ROBUSTNESS_BASE"), (knfu, "TUNING_PROFILE"), (knfu, "TUNED_PROFILE"),
              (knfu, "FEDMD_ORIGINAL_PROFILE")]
 
@@ -54,6 +56,14 @@ def test_every_run_of_a_committed_profile_finds_its_record(chapter, constant):
     configs = chapter.experiments(getattr(chapter, constant))
     found = stored_records(configs, ROOT / "results") + stored_divergences(configs, ROOT / "results")
     assert len(found) == len(configs) > 0
+
+
+def test_every_variant_run_of_fedgmkds_50_round_robustness_grid_finds_its_record():
+    from fedkd_core.chapters.robustness import experiments as variant_runs
+
+    configs = variant_runs(fedgmkd, fedgmkd.ROBUSTNESS_RERUN)
+    found = stored_records(configs, ROOT / "results") + stored_divergences(configs, ROOT / "results")
+    assert len(found) == len(configs) == 126
 
 
 def test_the_paper_scale_column_finds_its_committed_records():
@@ -73,6 +83,7 @@ def test_derived_profiles_differ_from_the_reduced_one_only_where_they_say():
                                             local_epochs=3, server_epochs=3, eval_every=2, local_lr_decay="")
     mnist = replace(knfu.PAPER_PROFILE, datasets="mnist")  # Table 1
     assert knfu.FEDMD_ORIGINAL_PROFILE == replace(mnist, algorithms="fedmd_original")
+    assert knfu.FEDMD_ORIGINAL_CIFAR_PROFILE == replace(knfu.FEDMD_ORIGINAL_PROFILE, datasets="cifar10")  # Table 2
     assert knfu.ROBUSTNESS_BASE == replace(mnist, profile="robustness", mnist_alphas="0.1,0.5,1", mnist_sizes="100")
     assert knfu.TUNING_PROFILE == replace(knfu.ROBUSTNESS_BASE, profile="tuning", seeds=1, validation_fraction=0.2,
                                           tuning_schedules=", ".join(knfu.CANDIDATES))

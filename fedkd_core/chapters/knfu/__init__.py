@@ -20,14 +20,14 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 """
 
 from .analysis import FusionExample, fusion_example, neighbour_agreement
-from .claims import (AS_CODED_SUFFIX, EFFECT_CELL_KEYS, LOCAL_ON_CIFAR, METHOD_COLUMN, ORIGINAL_CLAIM, ORIGINAL_SUFFIX,
-                     PAPER_RUNS, ROBUSTNESS_ROW_PREFIX, TUNED_CIFAR_LABEL, TUNED_CIFAR_SUFFIX, TUNED_SECTION, TUNED_SUFFIX, claim_effects,
-                     effects_of, gap_words, gaps_to_paper, ledger_rows, observations,
+from .claims import (AS_CODED_SUFFIX, EFFECT_CELL_KEYS, LOCAL_ON_CIFAR, METHOD_COLUMN, ORIGINAL_CIFAR_SUFFIX, ORIGINAL_CLAIM,
+                     ORIGINAL_SUFFIX, PAPER_RUNS, ROBUSTNESS_ROW_PREFIX, TUNED_CIFAR_LABEL, TUNED_CIFAR_SUFFIX, TUNED_SECTION, TUNED_SUFFIX, claim_effects,
+                     effects_of, gap_words, gaps_to_paper, ledger_rows, observations, original_cifar_complete,
                      paper_observations, robustness_claim, untuned_reasons, verdict_bases)
 from .grid import (METHODS, MODEL_FOR, PAPER_BATCH_SIZE, SHARING, TUNED, Params, algorithm_params, batch_size_for,
                    data_config, experiments, train_config)
 from .paper import paper_table1, paper_table2
-from .profiles import (FEDMD_ORIGINAL_PROFILE, PAPER_PROFILE, RERUNS, ROBUSTNESS_BASE, TUNED_CIFAR_PROFILE, TUNED_PROFILE,
+from .profiles import (FEDMD_ORIGINAL_CIFAR_PROFILE, FEDMD_ORIGINAL_PROFILE, PAPER_PROFILE, RERUNS, ROBUSTNESS_BASE, TUNED_CIFAR_PROFILE, TUNED_PROFILE,
                        TUNING_PROFILE)
 from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, experiments_to_run, method_differences, paper_profile_records,
                       reusable_paper_records)
@@ -38,7 +38,7 @@ from .tuning import (CANDIDATES, DEFAULT, chosen_schedules, same_runs, schedule_
 
 __all__ = [
     "RERUNS",
-    "AS_CODED_SUFFIX", "LOCAL_ON_CIFAR", "ORIGINAL_CLAIM", "ORIGINAL_SUFFIX", "gap_words", "gaps_to_paper", "CANDIDATES", "DEFAULT", "EFFECT_CELL_KEYS", "FEDMD_ORIGINAL_PROFILE", "FusionExample", "METHODS", "METHOD_COLUMN",
+    "AS_CODED_SUFFIX", "LOCAL_ON_CIFAR", "ORIGINAL_CIFAR_SUFFIX", "ORIGINAL_CLAIM", "ORIGINAL_SUFFIX", "original_cifar_complete", "gap_words", "gaps_to_paper", "CANDIDATES", "DEFAULT", "EFFECT_CELL_KEYS", "FEDMD_ORIGINAL_CIFAR_PROFILE", "FEDMD_ORIGINAL_PROFILE", "FusionExample", "METHODS", "METHOD_COLUMN",
     "MODEL_FOR", "PAPER_BATCH_SIZE", "PAPER_PROFILE", "PAPER_RUNS", "Params", "READ_SEEDS", "ROBUSTNESS",
     "ROBUSTNESS_BASE", "ROBUSTNESS_BASE_NOTE", "ROBUSTNESS_ROW_PREFIX", "SCALE_FIELDS", "SHARING", "TUNED", "TUNED_CIFAR_LABEL", "TUNED_CIFAR_PROFILE", "TUNED_CIFAR_SUFFIX", "TUNED_PROFILE", "TUNED_SECTION",
     "TUNED_SUFFIX", "TUNING_PROFILE", "algorithm_params", "batch_size_for", "cell_of", "chosen_schedules",
