@@ -204,7 +204,9 @@ def ledger_rows(root=None) -> pd.DataFrame:
     schedules, named with :data:`TUNED_SUFFIX`; CIFAR-10 under the same schedules, named with
     :data:`TUNED_CIFAR_SUFFIX`, once that rerun is complete, and until then as coded, named with
     :data:`AS_CODED_SUFFIX`, its scale saying how far the baselines run from the paper's numbers
-    and its verdicts withheld ("not judged: unequal tuning", :func:`untuned_reasons`). Each claim is
+    and its verdicts withheld ("not judged: unequal tuning", :func:`untuned_reasons`). KnFu against
+    FedMD in its original form is a row of its own on MNIST (:data:`ORIGINAL_SUFFIX`) and, once all
+    of its CIFAR-10 runs are committed, on CIFAR-10 (:data:`ORIGINAL_CIFAR_SUFFIX`). Each claim is
     also judged on the paper's Tables 1-2 over the same cells. The paper gives no round budget
     (R = 15 on MNIST and 30 on CIFAR-10 are ours), so the convergence gate leaves out a cell still
     rising at R."""
