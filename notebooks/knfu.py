@@ -432,10 +432,10 @@ if not cifar_tuned_runs:
     display(Markdown(f"0 of {cifar_planned} runs committed yet: run `python -m fedkd_core.sweep knfu --params "
                      "notebooks/params/paper/knfu_tuned_cifar10.yaml --workers 2`."))
 else:
-    tables.show(knfu.schedule_table(knfu.paper_profile_records(), cifar_tuned_runs).drop(columns="dataset"), digits=1, settings=["alpha"],
+    tables.show(knfu.schedule_table(coded_runs, cifar_tuned_runs).drop(columns="dataset"), digits=1, settings=["alpha"],
                 legend="Final ALMA (%), mean over the seeds run under both schedules; the paper's Table 2 beside.")
-    complete = knfu.tuned_cifar_complete(cifar_tuned_runs)
-    cifar_changes = knfu.verdict_changes(knfu.paper_profile_records(), cifar_tuned_runs)
+    complete = knfu.profile_complete(knfu.TUNED_CIFAR_PROFILE, cifar_tuned_runs)
+    cifar_changes = knfu.verdict_changes(coded_runs, cifar_tuned_runs)
     tables.show(cifar_changes, legend="Each claim on the same CIFAR-10 cells and seeds, as coded and under the schedules "
                                       "tuned on MNIST (effect in points, 95% interval), every cell counted on both "
                                       "sides; \"converged in both\": the cells the convergence gate would keep."
@@ -453,10 +453,9 @@ else:
 # MNIST)" against KnFu's runs of the rerun above, on the same cells and seeds, once all of them are.
 
 # %% tags=["hide-input"]
-original_cifar = [r for r in knfu.paper_profile_records()
-                  if r.config["algorithm"] == "fedmd_original" and r.config["data"]["dataset"] == "cifar10"]
+original_cifar = knfu.originals_on(coded_runs, "cifar10")
 planned = len(knfu.experiments(knfu.FEDMD_ORIGINAL_CIFAR_PROFILE))
-judged = ("the verdicts read them" if knfu.original_cifar_complete(original_cifar)
+judged = ("the verdicts read them" if knfu.profile_complete(knfu.FEDMD_ORIGINAL_CIFAR_PROFILE, original_cifar)
           else "the claim is judged once all of them are")
 display(Markdown(f"FedMD in its original form on CIFAR-10: {len(original_cifar)} of {planned} runs committed; {judged}"
                  + ("." if original_cifar else ": run `python -m fedkd_core.sweep knfu --params "

@@ -433,10 +433,10 @@ def test_knfu_against_fedmd_as_its_authors_run_it_on_cifar_is_judged_only_once_e
     assert len(originals) == 18 and {r.config["data"]["dataset"] for r in originals} == {"cifar10"}
     row = chapter.ORIGINAL_CLAIM + chapter.ORIGINAL_CIFAR_SUFFIX
     monkeypatch.setattr(claims, "paper_profile_records", lambda root=None: committed + originals[:-1])
-    assert not chapter.original_cifar_complete(originals[:-1], root)
+    assert not chapter.profile_complete(chapter.FEDMD_ORIGINAL_CIFAR_PROFILE, originals[:-1], root)
     assert row not in set(chapter.ledger_rows(root).claim)
     monkeypatch.setattr(claims, "paper_profile_records", lambda root=None: committed + originals)
-    assert chapter.original_cifar_complete(originals, root)
+    assert chapter.profile_complete(chapter.FEDMD_ORIGINAL_CIFAR_PROFILE, originals, root)
     rows = chapter.ledger_rows(root).set_index("claim")
     # KnFu's tuned CIFAR-10 runs end far above 5%: the claim holds, in every cell
     assert rows.loc[row, "verdict"] == "holds" and "CIFAR-10 (Table 2)" in rows.loc[row, "scale"]

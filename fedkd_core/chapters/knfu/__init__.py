@@ -22,23 +22,23 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 from .analysis import FusionExample, fusion_example, neighbour_agreement
 from .claims import (AS_CODED_SUFFIX, EFFECT_CELL_KEYS, LOCAL_ON_CIFAR, METHOD_COLUMN, ORIGINAL_CIFAR_SUFFIX, ORIGINAL_CLAIM,
                      ORIGINAL_SUFFIX, PAPER_RUNS, ROBUSTNESS_ROW_PREFIX, TUNED_CIFAR_LABEL, TUNED_CIFAR_SUFFIX, TUNED_SECTION, TUNED_SUFFIX, claim_effects,
-                     effects_of, gap_words, gaps_to_paper, ledger_rows, observations, original_cifar_complete,
+                     effects_of, gap_words, gaps_to_paper, ledger_rows, observations,
                      paper_observations, robustness_claim, untuned_reasons, verdict_bases)
 from .grid import (METHODS, MODEL_FOR, PAPER_BATCH_SIZE, SHARING, TUNED, Params, algorithm_params, batch_size_for,
                    data_config, experiments, train_config)
 from .paper import paper_table1, paper_table2
 from .profiles import (FEDMD_ORIGINAL_CIFAR_PROFILE, FEDMD_ORIGINAL_PROFILE, PAPER_PROFILE, RERUNS, ROBUSTNESS_BASE, TUNED_CIFAR_PROFILE, TUNED_PROFILE,
                        TUNING_PROFILE)
-from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, experiments_to_run, method_differences, paper_profile_records,
-                      reusable_paper_records)
+from .records import (ORIGINAL, READ_SEEDS, SCALE_FIELDS, cell_of, experiments_to_run, method_differences, originals_on,
+                      paper_profile_records, profile_complete, reusable_paper_records)
 from .robustness import ROBUSTNESS, ROBUSTNESS_BASE_NOTE, selective_fd_filter_table
 from .tables import communication_table, final_table, history_frame, verdict
-from .tuning import (CANDIDATES, DEFAULT, chosen_schedules, same_runs, schedule_of, schedule_table, tuned_cifar_complete,
+from .tuning import (CANDIDATES, DEFAULT, chosen_schedules, same_runs, schedule_of, schedule_table,
                      tuned_cifar_records, tuned_params, tuned_records, tuning_records, tuning_table, verdict_changes)
 
 __all__ = [
     "RERUNS",
-    "AS_CODED_SUFFIX", "LOCAL_ON_CIFAR", "ORIGINAL_CIFAR_SUFFIX", "ORIGINAL_CLAIM", "ORIGINAL_SUFFIX", "original_cifar_complete", "gap_words", "gaps_to_paper", "CANDIDATES", "DEFAULT", "EFFECT_CELL_KEYS", "FEDMD_ORIGINAL_CIFAR_PROFILE", "FEDMD_ORIGINAL_PROFILE", "FusionExample", "METHODS", "METHOD_COLUMN",
+    "AS_CODED_SUFFIX", "LOCAL_ON_CIFAR", "ORIGINAL_CIFAR_SUFFIX", "ORIGINAL_CLAIM", "ORIGINAL", "ORIGINAL_SUFFIX", "originals_on", "profile_complete", "gap_words", "gaps_to_paper", "CANDIDATES", "DEFAULT", "EFFECT_CELL_KEYS", "FEDMD_ORIGINAL_CIFAR_PROFILE", "FEDMD_ORIGINAL_PROFILE", "FusionExample", "METHODS", "METHOD_COLUMN",
     "MODEL_FOR", "PAPER_BATCH_SIZE", "PAPER_PROFILE", "PAPER_RUNS", "Params", "READ_SEEDS", "ROBUSTNESS",
     "ROBUSTNESS_BASE", "ROBUSTNESS_BASE_NOTE", "ROBUSTNESS_ROW_PREFIX", "SCALE_FIELDS", "SHARING", "TUNED", "TUNED_CIFAR_LABEL", "TUNED_CIFAR_PROFILE", "TUNED_CIFAR_SUFFIX", "TUNED_PROFILE", "TUNED_SECTION",
     "TUNED_SUFFIX", "TUNING_PROFILE", "algorithm_params", "batch_size_for", "cell_of", "chosen_schedules",
@@ -46,6 +46,6 @@ __all__ = [
     "final_table", "fusion_example", "history_frame", "ledger_rows", "method_differences", "neighbour_agreement",
     "observations", "paper_observations", "paper_profile_records", "paper_table1", "paper_table2",
     "reusable_paper_records", "robustness_claim", "same_runs", "schedule_of", "schedule_table", "selective_fd_filter_table",
-    "train_config", "tuned_cifar_complete", "tuned_cifar_records", "tuned_params", "tuned_records", "tuning_records", "tuning_table", "untuned_reasons", "verdict", "verdict_bases",
+    "train_config", "tuned_cifar_records", "tuned_params", "tuned_records", "tuning_records", "tuning_table", "untuned_reasons", "verdict", "verdict_bases",
     "verdict_changes",
 ]

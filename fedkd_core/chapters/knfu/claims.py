@@ -12,9 +12,9 @@ import pandas as pd
 from .grid import METHODS, SHARING, experiments
 from .paper import paper_table1, paper_table2
 from .profiles import FEDMD_ORIGINAL_CIFAR_PROFILE, TUNED_CIFAR_PROFILE
-from .records import paper_profile_records
+from .records import ORIGINAL, originals_on, paper_profile_records, profile_complete
 from .tables import final_table
-from .tuning import tuned_cifar_complete, tuned_cifar_records, tuned_records
+from .tuning import tuned_cifar_records, tuned_records
 
 EFFECT_CELL_KEYS = ("dataset", "alpha", "size")
 METHOD_COLUMN = "algorithm"
@@ -41,7 +41,6 @@ ORIGINAL_SUFFIX = " (MNIST, KnFu tuned)"
 # The same on Table 2's cells (CIFAR-10), once every run of FEDMD_ORIGINAL_CIFAR_PROFILE is committed:
 # against KnFu of the tuned CIFAR-10 rerun (its schedule chosen on MNIST), on the same cells and seeds.
 ORIGINAL_CIFAR_SUFFIX = " (CIFAR-10, KnFu's schedule chosen on MNIST)"
-ORIGINAL = "fedmd_original"
 BASELINES = ("fedmd", "selective_fd")
 
 
@@ -144,35 +143,21 @@ def verdict_bases(root=None) -> list[tuple[str, list]]:
     """The committed records KnFu's claims are judged on, each with its label: MNIST (Table 1)
     rerun with every method under the schedule it chose on a validation split (:mod:`.tuning`),
     the fair comparison; CIFAR-10 (Table 2) under the same schedules once all its runs are committed
-    (:func:`.tuning.tuned_cifar_complete`), and until then as coded (every seed committed,
+    (:func:`.records.profile_complete`), and until then as coded (every seed committed,
     :data:`~.records.READ_SEEDS`). The MNIST set also holds FedMD in its original form (its
     authors' schedule, not tuned: :data:`ORIGINAL_CLAIM`), on the same cells and seeds. The verdict
     box, the Claims page and the chapter's cell-by-cell section all read these."""
     committed = paper_profile_records(root)
     mnist = ("MNIST, schedules tuned; FedMD also in its original form",
-             tuned_records(root) + _originals(committed, "mnist"))
+             tuned_records(root) + originals_on(committed, "mnist"))
     tuned_cifar = tuned_cifar_records(root)
-    if tuned_cifar_complete(tuned_cifar, root):
-        original = _originals(committed, "cifar10")
-        if original_cifar_complete(original, root):
+    if profile_complete(TUNED_CIFAR_PROFILE, tuned_cifar, root):
+        original = originals_on(committed, "cifar10")
+        if profile_complete(FEDMD_ORIGINAL_CIFAR_PROFILE, original, root):
             return [mnist, (TUNED_CIFAR_LABEL + "; FedMD also in its original form", tuned_cifar + original)]
         return [mnist, (TUNED_CIFAR_LABEL, tuned_cifar)]
     return [mnist, (AS_CODED_LABEL, [r for r in committed if r.config["data"]["dataset"] == "cifar10"
                                      and r.config["algorithm"] != ORIGINAL])]
-
-
-def _originals(records, dataset: str) -> list:
-    """The records of FedMD in its original form among ``records``, on ``dataset``."""
-    return [r for r in records if r.config["algorithm"] == ORIGINAL and r.config["data"]["dataset"] == dataset]
-
-
-def original_cifar_complete(records, root=None) -> bool:
-    """Whether ``records`` and the diverged runs stored under ``root`` are every run of
-    :data:`~.profiles.FEDMD_ORIGINAL_CIFAR_PROFILE`: KnFu's claim against FedMD in its original form
-    is judged on CIFAR-10 only then (as :func:`.tuning.tuned_cifar_complete`)."""
-    from ...results import every_run_finished
-
-    return every_run_finished(experiments(FEDMD_ORIGINAL_CIFAR_PROFILE), records, root)
 
 
 def untuned_reasons(claims, root=None) -> dict[str, str]:

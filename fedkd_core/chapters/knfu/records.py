@@ -13,6 +13,8 @@ from .profiles import FEDMD_ORIGINAL_CIFAR_PROFILE, FEDMD_ORIGINAL_PROFILE, PAPE
 # Seeds beyond the profile's three are read where committed (notebooks/params/paper/knfu_mnist5.yaml
 # adds seeds 3 and 4 to Table 1): the records of seed s have the same keys whichever yaml ran them.
 READ_SEEDS = 10
+# FedMD in its original form (its authors' schedule, not tuned), run beside the paper profile's grid.
+ORIGINAL = "fedmd_original"
 
 
 def paper_profile_records(root=None) -> list:
@@ -24,6 +26,21 @@ def paper_profile_records(root=None) -> list:
     grid = [*experiments(replace(PAPER_PROFILE, seeds=READ_SEEDS)), *experiments(FEDMD_ORIGINAL_PROFILE),
             *experiments(FEDMD_ORIGINAL_CIFAR_PROFILE)]
     return stored_records(grid, root)
+
+
+def profile_complete(profile: Params, records, root=None) -> bool:
+    """Whether ``records`` and the diverged runs stored under ``root`` are every run of ``profile``:
+    a rerun's verdicts move onto its runs only then, never onto a seed or a cell of it (a diverged
+    run has no accuracy: the claims are judged on the cells and seeds where every method they
+    compare finished, as elsewhere)."""
+    from ...results import every_run_finished
+
+    return every_run_finished(experiments(profile), records, root)
+
+
+def originals_on(records, dataset: str) -> list:
+    """The records of FedMD in its original form among ``records``, on ``dataset``."""
+    return [r for r in records if r.config["algorithm"] == ORIGINAL and r.config["data"]["dataset"] == dataset]
 
 
 def cell_of(run) -> tuple:

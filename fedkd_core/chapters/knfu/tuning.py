@@ -100,16 +100,6 @@ def tuned_cifar_records(root=None) -> list:
     return stored_records(experiments(TUNED_CIFAR_PROFILE), root)
 
 
-def tuned_cifar_complete(records, root=None) -> bool:
-    """Whether ``records`` and the diverged runs stored under ``root`` are every run of
-    :data:`~.profiles.TUNED_CIFAR_PROFILE`: the CIFAR-10 claims move onto the tuned rerun only then,
-    never onto a seed or a cell of it (a diverged run has no accuracy: the claims are judged on the
-    cells and seeds where every method they compare finished, as elsewhere)."""
-    from ...results import every_run_finished
-
-    return every_run_finished(experiments(TUNED_CIFAR_PROFILE), records, root)
-
-
 def _run_keys(frame: pd.DataFrame) -> pd.Series:
     return frame[["dataset", "alpha", "size", "seed"]].apply(tuple, axis=1)
 
