@@ -72,7 +72,9 @@ def test_profiles_whose_records_are_committed_run_fp32_on_every_machine():
             if "mixed_precision" in fields:
                 assert yaml.safe_load(path.read_text())["mixed_precision"] is False, path
                 checked += 1
-    assert checked == 22  # KnFu tuning, tuned Table 1, tuned Table 2 and FedMD original form (Table 1, Table 2); setting paper; KnFu paper (+ its MNIST 5-seed part) and robustness; FedCKD (+ its FMNIST n = 100 part and 5-seed reduced part), FedUA, FedGMKD paper, reduced (+ its 50-round redesign), robustness (+ its 50-round grid)
+    # a floor, not a count: a new profile yaml is checked without editing this test, and a glob that
+    # stops matching (a moved folder) still fails it
+    assert checked >= 22  # KnFu tuning, tuned Table 1, tuned Table 2 and FedMD original form (Table 1, Table 2); setting paper; KnFu paper (+ its MNIST 5-seed part) and robustness; FedCKD (+ its FMNIST n = 100 part and 5-seed reduced part), FedUA, FedGMKD paper, reduced (+ its 50-round redesign), robustness (+ its 50-round grid)
 
 
 def test_precision_is_no_method_difference_so_an_fp32_record_stands_for_a_bf16_run():
