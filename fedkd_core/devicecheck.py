@@ -36,7 +36,6 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
 
 STAND_IN = torch.device("meta")
 HOST = torch.device("cpu")
@@ -123,6 +122,25 @@ def where() -> str:
     return "outside the project"
 
 
+def leaves(value) -> list:
+    """The leaves of an operator's arguments or outputs: nested tuples, lists and dicts opened (a
+    plain walk: torch's general pytree costs more than the operator on the check's small tensors)."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for item in value for leaf in leaves(item)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in leaves(item)]
+    return [value]
+
+
+def map_leaves(fn, value):
+    """``value`` with ``fn`` applied to each leaf, its tuples, lists and dicts rebuilt as they were."""
+    if type(value) in (tuple, list):
+        return type(value)(map_leaves(fn, item) for item in value)
+    if type(value) is dict:
+        return {key: map_leaves(fn, item) for key, item in value.items()}
+    return fn(value)
+
+
 def is_device(value) -> bool:
     return isinstance(value, OnDevice)
 
@@ -143,19 +161,19 @@ def on_host(value):
 
 def dispatch(func, args, kwargs, check: "DeviceCheck | None"):
     """Run ``func`` on the values, with the checks and counts of ``check`` (None: none)."""
-    flat = tree_flatten((args, kwargs))[0]
+    flat = leaves((args, kwargs))
     target = kwargs.get("device")
     to_device = (target is not None and torch.device(target) == STAND_IN) or (
         target is None and any(is_device(a) for a in flat if func not in COPIES or a is args[0]))
     if check is not None:
         check.inspect(func, args, kwargs, flat, to_device)
     wrappers = {id(a.elem): a for a in flat if isinstance(a, OnDevice)}
-    out = func(*tree_map(unwrap, args), **{k: on_host(unwrap(v)) for k, v in kwargs.items()})
+    out = func(*map_leaves(unwrap, args), **{k: on_host(unwrap(v)) for k, v in kwargs.items()})
     if func is aten.copy_.default:  # in place: the destination keeps its place
         return args[0]
     if not to_device:
         return out
-    return tree_map(lambda t: wrap(t, wrappers) if isinstance(t, torch.Tensor) else t, out)
+    return map_leaves(lambda t: wrap(t, wrappers) if isinstance(t, torch.Tensor) else t, out)
 
 
 def wrap(t: torch.Tensor, wrappers: dict) -> OnDevice:
@@ -174,7 +192,7 @@ class GeneratorCheck(TorchFunctionMode):
         if generator is not None:
             target = kwargs.get("device")
             draws_on_device = (torch.device(target) == STAND_IN if target is not None
-                               else any(is_device(a) for a in tree_flatten(args)[0]))
+                               else any(is_device(a) for a in leaves(args)))
             if (generator.device == STAND_IN) != draws_on_device:
                 raise DeviceFault(f"{func.__name__}: a generator on {generator.device} draws "
                                   f"{'device' if draws_on_device else 'host'} tensors ({where()})")
@@ -218,7 +236,7 @@ class DeviceCheck(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = dispatch(func, args, kwargs or {}, self)
-        if any(is_device(t) for t in tree_flatten(out)[0]):
+        if any(is_device(t) for t in leaves(out)):
             self._track(out)
         return out
 
@@ -254,7 +272,7 @@ class DeviceCheck(TorchDispatchMode):
     # -- memory ------------------------------------------------------------------------------
     def _track(self, out) -> None:
         """Count the storages of new device tensors while any device tensor on them lives."""
-        for t in tree_flatten(out)[0]:
+        for t in leaves(out):
             if is_device(t) and id(t) not in self._seen:
                 self._seen.add(id(t))
                 key = t.elem.untyped_storage().data_ptr()
