@@ -236,8 +236,9 @@ class DeviceCheck(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = dispatch(func, args, kwargs or {}, self)
-        if any(is_device(t) for t in leaves(out)):
-            self._track(out)
+        outputs = leaves(out)
+        if any(is_device(t) for t in outputs):
+            self._track(outputs)
         return out
 
     def sync_count(self) -> int:
@@ -270,9 +271,10 @@ class DeviceCheck(TorchDispatchMode):
         self.syncs[f"{where()} {func.__name__.split('.')[0]}"] += 1
 
     # -- memory ------------------------------------------------------------------------------
-    def _track(self, out) -> None:
-        """Count the storages of new device tensors while any device tensor on them lives."""
-        for t in leaves(out):
+    def _track(self, outputs: list) -> None:
+        """Count the storages of new device tensors among ``outputs`` (an operator's output leaves)
+        while any device tensor on them lives."""
+        for t in outputs:
             if is_device(t) and id(t) not in self._seen:
                 self._seen.add(id(t))
                 key = t.elem.untyped_storage().data_ptr()

@@ -429,7 +429,8 @@ def test_knfu_against_fedmd_as_its_authors_run_it_on_cifar_is_judged_only_once_e
     root = Path(__file__).resolve().parents[1] / "results"
     # the stand-ins below take the place of whichever of its runs are committed already
     real = claims.paper_profile_records(root)
-    committed = [r for r in real if r not in chapter.originals_on(real, "cifar10")]
+    theirs = {id(r) for r in chapter.originals_on(real, "cifar10")}
+    committed = [r for r in real if id(r) not in theirs]
     monkeypatch.setattr(claims, "paper_profile_records", lambda root=None: committed)
     before = chapter.ledger_rows(root).set_index("claim")
     originals = [_ledger_record(c, 0.05) for c in chapter.experiments(chapter.FEDMD_ORIGINAL_CIFAR_PROFILE)]
