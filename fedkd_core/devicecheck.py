@@ -133,11 +133,14 @@ def leaves(value) -> list:
 
 
 def map_leaves(fn, value):
-    """``value`` with ``fn`` applied to each leaf, its tuples, lists and dicts rebuilt as they were."""
-    if type(value) in (tuple, list):
-        return type(value)(map_leaves(fn, item) for item in value)
-    if type(value) is dict:
-        return {key: map_leaves(fn, item) for key, item in value.items()}
+    """``value`` with ``fn`` applied to each leaf (the leaves :func:`leaves` finds), its tuples,
+    lists and dicts rebuilt with their own types: a named tuple from its fields, a structseq such as
+    ``torch.return_types.max`` or a ``torch.Size`` from the sequence."""
+    if isinstance(value, (tuple, list)):
+        mapped = [map_leaves(fn, item) for item in value]
+        return type(value)(*mapped) if hasattr(type(value), "_fields") else type(value)(mapped)
+    if isinstance(value, dict):
+        return type(value)((key, map_leaves(fn, item)) for key, item in value.items())
     return fn(value)
 
 

@@ -59,6 +59,23 @@ def test_each_host_sync_is_counted_at_its_line(sync):
     assert all(site.startswith("tests/test_device.py:") for site in check.syncs)
 
 
+def test_structured_outputs_keep_their_type_and_stay_on_the_device():
+    from collections import namedtuple
+
+    from fedkd_core.devicecheck import map_leaves
+
+    with DeviceCheck():
+        x = torch.tensor([[1.0, 5.0], [7.0, 2.0]]).to(STAND_IN)
+        best = x.max(dim=1)  # a structseq (torch.return_types.max)
+        assert type(best).__name__ == "max" and best.values.device == STAND_IN
+        assert best.indices.device == STAND_IN and torch.equal(best.indices.cpu(), torch.tensor([1, 0]))
+        assert x.shape == torch.Size([2, 2])
+    Pair = namedtuple("Pair", "a b")
+    rebuilt = map_leaves(lambda v: v * 10, {"p": Pair(1, [2, (3,)]), "s": torch.Size([4])})
+    assert rebuilt == {"p": Pair(10, [20, (30,)]), "s": torch.Size([40])} and type(rebuilt["p"]) is Pair
+    assert type(rebuilt["s"]) is torch.Size
+
+
 def test_optimiser_steps_and_live_device_bytes_are_counted():
     with DeviceCheck() as check:
         model = torch.nn.Linear(100, 10).to(STAND_IN)
