@@ -60,7 +60,7 @@ def test_each_host_sync_is_counted_at_its_line(sync):
 
 
 def test_structured_outputs_keep_their_type_and_stay_on_the_device():
-    from collections import namedtuple
+    from collections import defaultdict, namedtuple
 
     from fedkd_core.devicecheck import map_leaves
 
@@ -74,6 +74,8 @@ def test_structured_outputs_keep_their_type_and_stay_on_the_device():
     rebuilt = map_leaves(lambda v: v * 10, {"p": Pair(1, [2, (3,)]), "s": torch.Size([4])})
     assert rebuilt == {"p": Pair(10, [20, (30,)]), "s": torch.Size([40])} and type(rebuilt["p"]) is Pair
     assert type(rebuilt["s"]) is torch.Size
+    counts = map_leaves(lambda v: v + 1, defaultdict(int, {"a": 1}))
+    assert type(counts) is defaultdict and counts == {"a": 2} and counts["b"] == 0
 
 
 def test_optimiser_steps_and_live_device_bytes_are_counted():
