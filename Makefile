@@ -57,6 +57,7 @@ book: data
 	echo "== chapters executed in $$(( $$(date +%s) - start )) s"
 	$(BIN)/python -m fedkd_core.glance book/_generated/glance.md
 	$(BIN)/python -m fedkd_core.performance book/_generated/performance.md
+	$(BIN)/python -m fedkd_core.costs book/_generated/costs.md
 	$(BIN)/jupyter-book build book/
 	@echo "book: open book/_build/html/index.html"
 

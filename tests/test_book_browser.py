@@ -91,6 +91,8 @@ def smoke_book(tmp_path_factory) -> Path:
                    check=True, capture_output=True)
     subprocess.run([sys.executable, "-m", "fedkd_core.performance", str(source / "_generated" / "performance.md")],
                    check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "fedkd_core.costs", str(source / "_generated" / "costs.md")],
+                   check=True, capture_output=True)
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     build = subprocess.run([str(jupyter_book), "build", str(source)], capture_output=True, text=True, timeout=600,
                            env={**os.environ, "PYTHONWARNINGS": "ignore"})

@@ -12,9 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fedkd_core.chapters.card import PARAMS, cost_header, with_cost_header
-
-MEASURED_PROFILES = ("reduced", "paper", "tuning", "robustness")
+from fedkd_core.chapters.card import cost_header, with_cost_header
+from fedkd_core.costs import profile_yamls
 
 
 def update(path: Path) -> bool:
@@ -30,8 +29,7 @@ def update(path: Path) -> bool:
 
 
 def main(paths: list[str]) -> None:
-    targets = [Path(p) for p in paths] or [p for profile in MEASURED_PROFILES for pattern in ("*.yaml", "redesign/*.yaml")
-                                           for p in sorted((PARAMS / profile).glob(pattern))]
+    targets = [Path(p) for p in paths] or profile_yamls()
     for path in targets:
         try:
             print(f"{path}: {'updated' if update(path) else 'no committed records'}")

@@ -249,29 +249,43 @@ def runs_text(n: int) -> str:
     return f"{n} run" if n == 1 else f"{n} runs"
 
 
+def hours_by_machine(records) -> dict[str, tuple[int, float]]:
+    """machine -> (runs, hours of ``timings.total_seconds``) over ``records``, each machine as
+    :func:`~fedkd_core.cpuinfo.machine_text` names it."""
+    totals: dict[str, tuple[int, float]] = {}
+    for record in records:
+        machine = machine_text(record.environment.get("device_name"))
+        runs, hours = totals.get(machine, (0, 0.0))
+        totals[machine] = (runs + 1, hours + record.timings["total_seconds"] / 3600)
+    return totals
+
+
 def cost_text(records, planned: int | None = None) -> str:
     """"n of N runs: n runs, h.h h on MACHINE; ..." from the records' ``timings.total_seconds`` and
     ``environment.device_name`` (as :func:`~fedkd_core.cpuinfo.machine_text` names it)."""
-    hours: dict[str, list[float]] = {}
-    for record in records:
-        hours.setdefault(machine_text(record.environment.get("device_name")), []).append(
-            record.timings["total_seconds"] / 3600)
-    parts = "; ".join(f"{runs_text(len(h))}, {sum(h):.1f} h on {machine}" for machine, h in sorted(hours.items()))
+    parts = "; ".join(f"{runs_text(runs)}, {hours:.1f} h on {machine}"
+                      for machine, (runs, hours) in sorted(hours_by_machine(records).items()))
     done = runs_text(len(records)) if planned is None else f"{len(records)} of {runs_text(planned)}"
     return done + (f": {parts}" if parts else " committed so far")
 
 
-def cost_header(path: Path, results=None) -> list[str]:
-    """The three comment lines that state a profile yaml's measured cost from its committed records."""
+def grid_cost(path: Path, results=None) -> tuple[list, int]:
+    """A profile yaml's committed records and the number of runs its grid plans (less those filed
+    under another profile, :func:`filed_elsewhere`)."""
     from ..sweep import load_grid
 
     chapter = chapter_of(path)
     profile = path.parent.parent.name if path.parent.name == REDESIGN else path.parent.name
     _, configs = load_grid(chapter, path, robustness=profile == "robustness")
     records = list(grid_records(configs, profile, results).values())
+    return records, len(configs) - len(filed_elsewhere(configs, profile, results))
+
+
+def cost_header(path: Path, results=None) -> list[str]:
+    """The three comment lines that state a profile yaml's measured cost from its committed records."""
     return [f"{COST_MARK} (summed from the committed records' timings, each run's wall time: one thread per run",
             "# including whatever shared the cores on a CPU; on a GPU, the runs that shared the device):",
-            f"{COST_CONTINUED}{cost_text(records, len(configs) - len(filed_elsewhere(configs, profile, results)))}."]
+            f"{COST_CONTINUED}{cost_text(*grid_cost(path, results))}."]
 
 
 def filed_elsewhere(configs, profile: str, results=None) -> list:

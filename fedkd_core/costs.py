@@ -1,0 +1,68 @@
+"""What each profile's grid has cost so far, measured: the book's cluster page shows it, and each
+profile yaml's header carries the same figures (``tools/cost_headers.py``). Nothing is typed:
+
+    python -m fedkd_core.costs book/_generated/costs.md
+
+For every profile yaml of the measured profiles (paper, reduced, tuning, robustness, and their
+redesigns), the runs its committed records cover out of the runs its grid plans, and the hours
+they took on each machine (the sum of each run's wall time, ``timings.total_seconds``: one thread
+per run on a CPU, including whatever shared the cores; on a GPU, the runs that shared the device).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from .chapters.card import PARAMS, REDESIGN, grid_cost, hours_by_machine
+
+MEASURED_PROFILES = ("paper", "reduced", "tuning", "robustness")
+
+
+def profile_yamls(params_root: Path = PARAMS) -> list[Path]:
+    """The measured profiles' yamls, each profile's own before its redesigns."""
+    return [path for profile in MEASURED_PROFILES for pattern in ("*.yaml", f"{REDESIGN}/*.yaml")
+            for path in sorted((params_root / profile).glob(pattern))]
+
+
+def cost_table(paths: list[Path], results=None, params_root: Path = PARAMS) -> pd.DataFrame:
+    """One row per yaml whose grid plans runs: runs done of planned, and hours per machine.
+    A yaml that is no sweep grid (``seeds: 0``, add_your_method's template) is left out."""
+    rows = []
+    for path in paths:
+        try:
+            records, planned = grid_cost(path, results)
+        except (ValueError, SystemExit):
+            continue
+        if not planned:
+            continue
+        machines = hours_by_machine(records)
+        rows.append({"profile yaml": str(path.relative_to(params_root)), "runs done": len(records),
+                     "runs planned": planned,
+                     "where (runs, hours)": "; ".join(f"{machine}: {runs}, {hours:.1f} h"
+                                                      for machine, (runs, hours) in sorted(machines.items()))})
+    return pd.DataFrame(rows, columns=["profile yaml", "runs done", "runs planned", "where (runs, hours)"])
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The table as the cluster page shows it (hours stay per machine: a GPU's hour is not a core's)."""
+    lines = ["| profile yaml | runs with a record | measured: machine, runs, hours |", "|---|---|---|"]
+    for yaml, done, planned, where in table.itertuples(index=False):
+        lines.append(f"| `{yaml}` | {done} of {planned}{' (complete)' if done == planned else ''} | {where or 'none yet'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: python -m fedkd_core.costs OUTPUT.md")
+    target = Path(args[0])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(markdown(cost_table(profile_yamls())))
+    print(f"{target} written")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""The cluster page's cost table (fedkd_core.costs): what each profile's grid has cost, from the
+records filed under it, never typed."""
+
+import json
+import re
+from pathlib import Path
+
+from fedkd_core import costs
+from fedkd_core.chapters.card import PARAMS
+from fedkd_core.results import stored_paths
+from fedkd_core.sweep import load_grid
+
+ROOT = Path(__file__).resolve().parents[1]
+GRID = PARAMS / "paper" / "knfu_fedmd_original.yaml"  # 36 runs, all committed
+
+
+def test_the_table_counts_a_grids_records_and_sums_their_hours_per_machine(tmp_path):
+    _, configs = load_grid("knfu", GRID)
+    timed = (("AMD EPYC (family 25 model 17, AVX512-BF16)", 1800), ("AMD EPYC (family 25 model 17, AVX512-BF16)", 5400),
+             ("NVIDIA H200", 720))
+    for config, (device, seconds) in zip(configs, timed):
+        source = next(p for p in stored_paths(config, root=ROOT / "results") if p.parent.parent.name == "paper")
+        record = json.loads(source.read_text())
+        record["environment"]["device_name"], record["timings"]["total_seconds"] = device, seconds
+        target = tmp_path / "paper" / source.parent.name / source.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(record))
+    (tmp_path / "reduced" / "x").mkdir(parents=True)  # a record under another profile is not this grid's
+    table = costs.cost_table([GRID], results=tmp_path)
+    assert table.to_dict("records") == [{"profile yaml": "paper/knfu_fedmd_original.yaml", "runs done": 3,
+                                         "runs planned": len(configs),
+                                         "where (runs, hours)": "AMD EPYC Zen 4: 2, 2.0 h; NVIDIA H200: 1, 0.2 h"}]
+    assert "| `paper/knfu_fedmd_original.yaml` | 3 of 36 | AMD EPYC Zen 4: 2, 2.0 h; NVIDIA H200: 1, 0.2 h |" \
+        in costs.markdown(table)
+    empty = costs.cost_table([GRID], results=tmp_path / "none")
+    assert "| 0 of 36 | none yet |" in costs.markdown(empty)
+
+
+def test_every_measured_profile_yaml_is_listed_and_a_template_is_left_out():
+    found = {p.relative_to(PARAMS).as_posix() for p in costs.profile_yamls()}
+    assert {"paper/fedckd_fmnist100.yaml", "reduced/redesign/fedgmkd.yaml", "tuning/knfu.yaml",
+            "robustness/knfu.yaml"} <= found
+    assert not any(p.startswith(("quick/", "smoke/")) for p in found)
+    template = PARAMS / "paper" / "add_your_method.yaml"
+    assert costs.cost_table([template]).empty
+
+
+def test_the_cluster_page_includes_the_table_and_types_no_measured_hours():
+    text = (ROOT / "book" / "cluster.md").read_text()
+    assert "{include} _generated/costs.md" in text
+    typed = re.findall(r"\b\d[\d,.]*\s*h on\b", text)
+    assert not typed, f"measured hours on the cluster page must come from the records: {typed}"
