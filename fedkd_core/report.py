@@ -141,6 +141,11 @@ def seeds_text(mean: float, std: float, seeds: int, most: int, digits: int = 1) 
     return pm(mean, std, digits) + (f" ({seeds} seeds)" if seeds < most else "")
 
 
+def count_text(n: int, word: str) -> str:
+    """"1 epoch", "2 epochs": ``n`` and ``word``, plural where ``n`` is not 1 (a regular plural)."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def markdown_list(lines: Sequence[str]) -> str:
     return "\n".join(f"- {line}" for line in lines)
 

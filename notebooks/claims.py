@@ -18,8 +18,8 @@
 # committed, never from a number typed into a page: KnFu at the paper's scale, FedUA on its
 # reduced profile, FedGMKD and FedCKD on their reduced profiles or, once it is complete, on their
 # rerun at a larger scale (FedGMKD: the paper's 50 rounds; FedCKD: its paper-scale Fashion-MNIST
-# column). KnFu's CIFAR-10 rows stay measured but not judged while their rerun under tuned schedules
-# is incomplete. Each row's scale says which records it rests on, and [Reruns at a larger
+# column). KnFu's verdicts rest on its reruns under schedules tuned with the same budget for every
+# method (MNIST, then CIFAR-10). Each row's scale says which records it rests on, and [Reruns at a larger
 # scale](#reruns-at-a-larger-scale) how far each rerun has got. The landing page summarises this table; each chapter opens
 # with its own rows of it. The verdicts come first; how they are computed, and from which
 # records, follows them ([How verdicts are computed](#how-verdicts-are-computed)).
@@ -65,7 +65,8 @@ if any(families.values()):
 # notebooks/params/RERUN --workers 2` (with `--robustness` for a grid) continues one where it stopped.
 
 # %% tags=["hide-input"]
-tables.show(ledger.reruns_table(), legend=f"Time left at the pace of the finished runs, on {ledger.rerun_machines()}.")
+tables.show(ledger.reruns_table(), legend=f"One core's time left at the pace of the finished runs made on CPUs, on "
+            f"{ledger.rerun_machines()} (runs made on a GPU, sharing the device, do not set a core's pace).")
 
 # %% [markdown]
 # ## Every claim
@@ -142,10 +143,9 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # the note then says how many seeds per cell would decide an effect of 1 point at the observed
 # spread, or that the interval already rules out effects of 1 point (any effect is smaller);
 # *not judged: unequal tuning*: the effect is measured and shown, but the methods it compares did not
-# get the same tuning budget and tuning changed the same claim where it was done (KnFu's CIFAR-10
-# rows as first coded, read only while their rerun under the schedules tuned on MNIST is incomplete,
-# since tuning every method's schedule changed the same claims on MNIST): the note gives the
-# measured verdict and what tuning did to it on MNIST.
+# get the same tuning budget and tuning changed the same claim where it was done; the note gives the
+# measured verdict and what tuning did to it elsewhere. KnFu's CIFAR-10 rows as first coded read so
+# until their rerun under the schedules tuned on MNIST was complete.
 #
 # **Beside the paper's effect.** The paper's side is judged on the cells our verdict kept. Where
 # it *holds* (or *partly*), our verdict says how our effect compares with the paper's
@@ -172,7 +172,7 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # wherever the round budget is ours: KnFu's paper gives none (R = 15 on MNIST and 30 on CIFAR-10
 # are our choices), so its paper-profile cells are gated too. Only at a round budget the paper
 # itself fixes, on the paper's data (FedCKD's paper-scale column, T = 100; FedGMKD's rerun at
-# T = 50, 500 images per client, once complete) is a method still rising the paper's protocol:
+# T = 50, 500 images per client) is a method still rising the paper's protocol:
 # there the cell counts, the note says how many were still rising and, where leaving them out
 # would change the verdict, what it would read. Each chapter's "claims, cell by cell" figures mark
 # a left-out cell ○.
@@ -228,7 +228,7 @@ display(Markdown(
 # |---|---|
 # | **Sources** | `fedkd_core.chapters.<chapter>.ledger_rows()`, gathered by `fedkd_core.chapters.ledger.ledger()`; the statistics in `fedkd_core.verdicts` |
 # | **Records** | `results/paper/`, `results/reduced/` and `results/robustness/`, as committed by the sweeps (`python -m fedkd_core.sweep <chapter> --params notebooks/params/<profile>/<chapter>.yaml`) |
-# | **Robustness** | for the claims a chapter reruns over the choices its paper leaves open (`ROBUSTNESS` in the chapter's module: optimiser, learning rate, rounds, thresholds, ...), the verdict under each of those variants. All four chapters define a grid (`notebooks/params/robustness/<chapter>.yaml`; FedGMKD's moves to `robustness/redesign/fedgmkd.yaml` at 50 rounds with its verdicts, once complete; run with `python -m fedkd_core.sweep <chapter> --params … --robustness`, one variant at a time with `--variant NAME`); a variant counts once all its runs are committed, and only for the claims it bears on (one that changes none of the methods a claim compares, such as Selective-FD's threshold for "KnFu > FedMD", leaves that claim as read) |
+# | **Robustness** | for the claims a chapter reruns over the choices its paper leaves open (`ROBUSTNESS` in the chapter's module: optimiser, learning rate, rounds, thresholds, ...), the verdict under each of those variants. All four chapters define a grid (`notebooks/params/robustness/<chapter>.yaml`; FedGMKD's verdicts read its 50-round grid, `robustness/redesign/fedgmkd.yaml`, since its 50-round rerun completed; run with `python -m fedkd_core.sweep <chapter> --params … --robustness`, one variant at a time with `--variant NAME`); a variant counts once all its runs are committed, and only for the claims it bears on (one that changes none of the methods a claim compares, such as Selective-FD's threshold for "KnFu > FedMD", leaves that claim as read) |
 
 # %% tags=["remove-input"]
 parameters = report.parameters_table(params)

@@ -306,6 +306,30 @@ def test_a_reruns_row_counts_finished_runs_and_the_time_left_at_their_pace(tmp_p
     assert row["one core's time left"] == "none: complete, the verdicts rest on it"
 
 
+def test_one_cores_time_left_is_paced_by_cpu_runs_only(tmp_path):
+    """A run made on a GPU (60 s, sharing the device) says nothing about a core's pace: with only
+    it finished the time left is unknown ("—"); beside a CPU run (600 s) it is that run's pace."""
+    from types import SimpleNamespace
+
+    from fedkd_core import results
+    from fedkd_core.chapters import fedgmkd
+
+    configs = [fedgmkd.run_config(fedgmkd.Params(methods="fedavg"), "fedavg", 10, seed) for seed in range(4)]
+    module = SimpleNamespace(experiments=lambda params: configs)
+    rerun = ledger.Rerun("Toy", params=None, path="reduced/toy.yaml", decides="the toy's rows")
+
+    def save(config, seconds, device, name):
+        results.save_record(results.RunRecord(
+            config=config.resolved(), key=results.config_hash(config), history=[{"round": 1, "alma": 0.5}],
+            client_accuracies=[], timings={"total_seconds": seconds}, environment={"device": device, "device_name": name},
+            profile="reduced"), tmp_path)
+
+    save(configs[0], 60.0, "cuda", "NVIDIA H200")
+    assert ledger.rerun_row(module, rerun, tmp_path)["one core's time left"] == "—"
+    save(configs[1], 600.0, "cpu", "A CPU")
+    assert ledger.rerun_row(module, rerun, tmp_path)["one core's time left"] == "20 min"  # two runs left at 600 s
+
+
 def test_every_rerun_a_chapter_lists_is_one_of_its_profiles_yaml():
     """A rerun's path is the yaml its params come from: a wrong path would send a reader's sweep
     elsewhere."""

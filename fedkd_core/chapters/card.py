@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ..cpuinfo import machine_text
+from ..report import count_text
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = ROOT / "notebooks" / "params"
@@ -246,7 +247,7 @@ def chapter_of(path: Path) -> str:
 
 
 def runs_text(n: int) -> str:
-    return f"{n} run" if n == 1 else f"{n} runs"
+    return count_text(n, "run")
 
 
 def hours_by_machine(records) -> dict[str, tuple[int, float]]:

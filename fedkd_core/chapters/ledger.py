@@ -114,7 +114,7 @@ def rerun_row(module, rerun: Rerun, root=None, earlier: frozenset = frozenset())
     unfinished = [config for config in configs if config_hash(config) not in finished]
     left = [config.resolved() for config in unfinished if config_hash(config) not in earlier]
     reference = stored_records(rerun.configs(module, rerun.pace_reference), root) if rerun.pace_reference else []
-    seconds = estimated_seconds(left, records, reference=reference) if left else None
+    seconds = estimated_seconds(left, on_cpu(records), reference=on_cpu(reference)) if left else None
     shared = len(left) < len(unfinished)
     pace = (duration_text(seconds) + (" after the rerun above" if shared else "") if seconds
             else rerun.complete_text(module, root) if not unfinished
@@ -122,6 +122,12 @@ def rerun_row(module, rerun: Rerun, root=None, earlier: frozenset = frozenset())
     count = f"{len(records) + len(diverged)} of {len(configs)}" + (f" ({len(diverged)} diverged)" if diverged else "")
     return {"chapter": rerun.chapter, "rerun": rerun.path, "decides": rerun.decides, "runs finished": count,
             "one core's time left": pace}
+
+
+def on_cpu(records) -> list:
+    """The ``records`` of runs made on a CPU: the pace of one core's time left (a GPU run's pace,
+    several runs sharing the device, says nothing about a core's)."""
+    return [record for record in records if record.environment.get("device", "cpu") == "cpu"]
 
 
 def chapter_reruns() -> list[tuple]:
@@ -133,13 +139,13 @@ def chapter_reruns() -> list[tuple]:
 
 
 def rerun_machines(root=None) -> str:
-    """The machines the reruns' finished runs ran on (their pace is the time left's), one name each."""
+    """The CPUs the reruns' finished runs ran on (their pace is the time left's), one name each."""
     from ..results import stored_records
 
     from ..cpuinfo import machine_text
 
     names = {machine_text(record.environment.get("device_name")) for module, rerun in chapter_reruns()
-             for record in stored_records(rerun.configs(module), root)}
+             for record in on_cpu(stored_records(rerun.configs(module), root))}
     return ", ".join(sorted(names)) or "none yet"
 
 

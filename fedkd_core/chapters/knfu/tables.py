@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...report import record_precision
+from ...report import count_text, record_precision
 from .grid import METHODS
 from .records import cell_of
 
@@ -77,8 +77,9 @@ def verdict(ours: pd.DataFrame, paper: pd.DataFrame) -> list[str]:
 
 def ranking_lines(ours: pd.DataFrame) -> list[str]:
     """The methods run in every cell, ranked by mean ALMA over those cells; then each method run in
-    fewer cells (FedMD in its original form, say) beside the ranked ones on its own cells only: a
-    mean over other cells would not compare."""
+    fewer cells (FedMD in its original form, say) beside the ranked ones on its own cells only, one
+    dataset at a time and with its seeds per cell: a mean over other cells, or over datasets whose
+    runs are at different stages, would not compare."""
     cell = ["dataset", "alpha", "size"]
     everywhere = len(ours[cell].drop_duplicates())
     coverage = ours.groupby("algorithm")[cell].apply(lambda c: len(c.drop_duplicates()))
@@ -90,20 +91,31 @@ def ranking_lines(ours: pd.DataFrame) -> list[str]:
 
     lines = [f"Mean ALMA over the {everywhere} cells every method ran: {means(ours[ours.algorithm.isin(ranked)])}."]
     for algorithm in coverage[coverage < everywhere].index:
-        cells = ours[ours.algorithm == algorithm][cell].drop_duplicates()
-        shared = ours.merge(cells, on=cell)
-        lines.append(f"{METHODS.get(algorithm, algorithm)} ran in {len(cells)} of the {everywhere} cells; there: "
-                     f"{means(shared)}.")
+        own = ours[ours.algorithm == algorithm]
+        parts = []
+        for dataset, runs in own.groupby("dataset", sort=False):
+            cells = runs[cell].drop_duplicates()
+            seeds = "" if "n" not in runs else f", {seeds_range(runs['n'])} per cell"
+            parts.append(f"on {dataset}, {len(cells)} of {len(ours[ours.dataset == dataset][cell].drop_duplicates())} "
+                         f"cells{seeds}: {means(ours.merge(cells, on=cell))}")
+        lines.append(f"{METHODS.get(algorithm, algorithm)} ran in {len(own[cell].drop_duplicates())} of the "
+                     f"{everywhere} cells; on its own cells, " + "; ".join(parts) + ".")
     return lines
+
+
+def seeds_range(seeds: pd.Series) -> str:
+    """"1 seed", "3 seeds", "1-3 seeds": the seeds per cell in ``seeds``."""
+    low, high = int(seeds.min()), int(seeds.max())
+    return count_text(high, "seed") if low == high else f"{low}-{high} seeds"
 
 
 def seeds_text(ours: pd.DataFrame) -> str:
     """Seeds per cell, per dataset and, where a method ran fewer, naming it: "mnist: 5 seeds per
-    cell (FedMD (original form): 1); cifar10: 3 seeds per cell"."""
+    cell (FedMD (original form): 1); cifar10: 3 seeds per cell". Pass only the methods a table shows."""
     parts = []
     for dataset, group in ours.groupby("dataset", sort=False):
         per_method = group.groupby("algorithm")["n"].min()
         most = int(per_method.max())
         fewer = [f"{METHODS.get(a, a)}: {int(n)}" for a, n in per_method.items() if n < most]
-        parts.append(f"{dataset}: {most} seed(s) per cell" + (f" ({', '.join(fewer)})" if fewer else ""))
+        parts.append(f"{dataset}: {count_text(most, 'seed')} per cell" + (f" ({', '.join(fewer)})" if fewer else ""))
     return "; ".join(parts)
