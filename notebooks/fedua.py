@@ -92,15 +92,17 @@ verdict_rows = ledger.verdict_box(chapter)
 # **What the verdicts rest on.** The committed reduced-profile records (their scale is under the
 # box). A cell whose runs were still rising at the end of the reduced profile, or were evaluated
 # fewer than 10 times, does not count: a claim with no cell left is *untested at this scale*, with
-# the reason. The tables further down show the records of this page's profile.
+# the reason. The tables further down show the committed reduced-profile records wherever they
+# cover a cell, and this page's own profile's runs elsewhere (each table names its profile).
 
 # %% tags=["remove-input"]
 from fedkd_core.chapters.fedua.profiles import PAPER_PROFILE  # noqa: E402
+from fedkd_core.report import count_text  # noqa: E402
 
 display(Markdown(
     f"**Read each verdict at its scale.** FedUA and FedDF differ from FedAvg only in the server's distillation, "
-    f"which the reduced profile gives {chapter.REDUCED_PROFILE.server_epochs} epoch(s) per round where the paper gives "
-    f"{PAPER_PROFILE.server_epochs}. So a verdict here says whether FedUA's weighting helps at this budget, not at "
+    f"which the reduced profile gives {count_text(chapter.REDUCED_PROFILE.server_epochs, 'epoch')} per round where the "
+    f"paper gives {PAPER_PROFILE.server_epochs}. So a verdict here says whether FedUA's weighting helps at this budget, not at "
     "the paper's; Table 2 below sets FedDF's gain over FedAvg beside the paper's, which shows how much the "
     "distillation step does at all at this scale."))
 
@@ -444,7 +446,8 @@ cells_shown = ledger.show_cell_verdicts(chapter, records)
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedUA's paper states neither the server's optimiser settings, the distillation temperature, the sample ratio of Tables 2-3, nor how the densities become weights. The
 # robustness grid (`fedua.ROBUSTNESS`, as data in `fedkd_core/chapters/fedua/robustness.py`) reruns the claims'
-# cells (Tables 2 and 3, 3 seeds) once per alternative reading; the first variant is this chapter's own.
+# cells (Tables 2 and 3, 3 seeds) once per alternative reading; the first variant keeps the chapter's
+# method settings (server optimiser, temperature, sample ratio, weighting) on the grid's own cells and design.
 # **The grid runs on the reduced profile's first design** (ResNet-8, 400 images per client, 10 rounds
 # evaluated every 2, a constant local lr): it was not rerun when the profile was redesigned to train to
 # a plateau (about 15 hours on 2 cores). Evaluated 5 times, every cell fails the convergence gate, so

@@ -76,8 +76,7 @@ tables.show(report.parameters_table(params))
 # number of samples of a class a client holds. Dir($\alpha$) draws each class's shares over the
 # clients from a Dirichlet distribution: small $\alpha$ gives each client a few dominant classes,
 # large $\alpha$ approaches IID (KnFu Fig. 2). The pathological split gives every client exactly
-# two classes (FedCKD Fig. 3); FedBE's step split (the FedUA chapter's) gives every client a few
-# major classes holding most of its data and a thin layer of every other class:
+# two classes (FedCKD Fig. 3). The step split is FedBE's, which the FedUA chapter uses:
 
 # %% tags=["remove-input"]
 step = setting.step_split()

@@ -273,9 +273,9 @@ def test_fairness_table_keeps_each_profiles_largest_practical_scale_beside_the_p
                         alma=[0.9, 0.8, 0.1, 0.1, 0.7], client_std=[0.1, 0.2, 0.5, 0.5, 0.04])
     table = chapter.fairness_table(main)
     assert table.to_dict("records") == [
-        {"dataset": "fashion_mnist", "clients": 20, "algorithm": "FedCKD", "ours": "85.00 ± 15.00",
+        {"dataset": "fashion_mnist", "clients": 20, "algorithm": "FedCKD", "ours": "85.00 ± 15.00", "seeds": 2,
          "paper (n = 100)": "96.03 ± 3.98", "profile": "reduced"},
-        {"dataset": "fashion_mnist", "clients": 100, "algorithm": "FedCKD", "ours": "70.00 ± 4.00",
+        {"dataset": "fashion_mnist", "clients": 100, "algorithm": "FedCKD", "ours": "70.00 ± 4.00", "seeds": 1,
          "paper (n = 100)": "96.03 ± 3.98", "profile": "paper"}]
 
 
@@ -286,6 +286,14 @@ def test_annealing_gain_is_fedckd_with_annealing_minus_without_per_profile_and_d
     gains = chapter.annealing_gains(table)
     assert gains[["profile", "dataset"]].values.tolist() == [["reduced", "fashion_mnist"]]
     assert gains.gain.tolist() == pytest.approx([3.0])
+
+
+def test_annealing_gain_per_seed_pairs_each_seed_with_itself_and_skips_an_unpaired_one():
+    runs = summary_rows(gamma=[0.99, 0.99, 0.99, 1.0, 1.0], seed=[0, 1, 2, 1, 0], alma=[0.93, 0.95, 0.97, 0.90, 0.92])
+    gains = chapter.annealing_seed_gains(runs)
+    assert gains.seed.tolist() == [0, 1]  # seed 2 has no γ = 1 run
+    assert gains.gain.tolist() == pytest.approx([1.0, 5.0])  # 93 − 92, 95 − 90
+    assert chapter.annealing_seed_gains(runs[runs.gamma < 1]).empty
 
 
 def test_sensitivity_table_puts_each_run_in_the_one_column_it_varies():

@@ -32,11 +32,11 @@ from .paper import (ACCURACY_TABLES, paper_accuracy_table, paper_accuracy_tables
 from .profiles import PAPER_FMNIST100, REDUCED_PROFILE, RERUNS, ROBUSTNESS_BASE
 from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, divergence_tally, divergence_tally_text, experiments_to_run,
                       machine_check_text, machine_checks,
-                      method_differences, paper_column,
+                      method_differences, paper_annealing, paper_column,
                       paper_scale_records,
                       records_and_runs, reduced_profile_records, reduced_records_by_grid)
 from .robustness import ROBUSTNESS
-from .tables import (NOT_REPRODUCED, annealing_gains, annealing_table, compare_accuracy, fairness_table,
+from .tables import (NOT_REPRODUCED, annealing_gains, annealing_seed_gains, annealing_table, compare_accuracy, fairness_table,
                      fig5_differences, offline_copy, paper_scale, per_client_counts, per_client_difference,
                      sensitivity_table, summary)
 
@@ -45,12 +45,12 @@ __all__ = [
     "ACCURACY_TABLES", "ANNEALING_CLAIM", "CLASSES_PER_CLIENT", "CONSTANT", "EFFECT_CELL_KEYS", "METHODS",
     "METHOD_COLUMN", "METHOD_NAMES", "MODEL_FOR", "NOT_REPRODUCED", "PAPER_FMNIST100", "PAPER_RUNS", "PERSONALISED",
     "Params", "READ_SEEDS", "VerdictBasis", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE", "SCALE_FIELDS", "SETTINGS",
-    "SETTING_OF_PARTITION", "Scenario", "algorithm_params", "annealing_gains", "annealing_grid", "annealing_table",
+    "SETTING_OF_PARTITION", "Scenario", "algorithm_params", "annealing_gains", "annealing_grid", "annealing_seed_gains", "annealing_table",
     "cell_of", "claim_effects", "compare_accuracy", "data_config", "effects_of", "experiments", "experiments_to_run",
     "fairness_table", "fig5_differences", "forgetting_by_round", "forgetting_text", "forgetting_trace", "grids",
     "hyperparameter_table", "images_text", "kl_sharpness", "ledger_rows", "logit_sharpness",
     "main_grid", "method_differences", "observations", "offline_copy", "paper_accuracy_table", "paper_accuracy_tables",
-    "diverged_seeds", "divergence_tally", "divergence_tally_text", "machine_check_text", "machine_checks", "paper_column", "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",
+    "diverged_seeds", "divergence_tally", "divergence_tally_text", "machine_check_text", "machine_checks", "paper_annealing", "paper_column", "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",
     "parse_scenarios", "per_client_counts", "per_client_difference", "records_and_runs", "reduced_profile_records",
     "reduced_records_by_grid", "run_config", "scale_text", "scenarios_text", "sensitivity_grid", "sensitivity_table",
     "settings_columns", "summary", "verdict_basis", "verdict_basis_text",

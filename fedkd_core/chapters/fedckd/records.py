@@ -49,6 +49,14 @@ def paper_column(root=None) -> tuple[list, list]:
     return stored_records(configs, root), stored_divergences(configs, root)
 
 
+def paper_annealing(root=None) -> list:
+    """Table IV's pair at the column's scale (:data:`PAPER_FMNIST100`'s annealing grid, γ = 0.99 and
+    γ = 1): the committed records of it so far (nothing is run)."""
+    from ...results import stored_records
+
+    return stored_records(grids(PAPER_FMNIST100)["annealing"], root)
+
+
 MACHINE_CHECKS = "machine_checks"  # results/machine_checks/<profile>/<algorithm>/<key>.json (results/README.md)
 
 

@@ -143,19 +143,19 @@ def per_client_difference(ours: pd.DataFrame, better: str = "fedckd", worse: str
 def fairness_table(main: pd.DataFrame) -> pd.DataFrame:
     """Table III from our runs (:func:`summary` rows of the main grid): per profile, the practical
     setting at the largest client scale it ran; per dataset and method the mean client accuracy ±
-    the standard deviation *across clients* (final round, each averaged over seeds, %), beside the
-    paper's at n = 100."""
+    the standard deviation *across clients* (final round, each averaged over its ``seeds``, %),
+    beside the paper's at n = 100."""
     practical = main[main.setting == "practical"]
     largest = practical[practical.clients == practical.groupby("profile").clients.transform("max")]
     table = largest.groupby(["dataset", "algorithm", "profile"], sort=False).agg(
-        mean=("alma", "mean"), client_std=("client_std", "mean")).reset_index()
+        mean=("alma", "mean"), client_std=("client_std", "mean"), seeds=("seed", "nunique")).reset_index()
     table[["mean", "client_std"]] *= 100
     table = table.merge(paper_table3(), on=["dataset", "algorithm"], how="left", suffixes=("", "_paper"))
     table["ours"] = [pm(m, s, 2) for m, s in zip(table["mean"], table.client_std)]
     table["paper (n = 100)"] = [pm(m, s, 2) for m, s in zip(table.mean_paper, table.client_std_paper)]
     table = table.merge(largest.groupby("profile").clients.max().reset_index(), on="profile")
     return table.assign(algorithm=table.algorithm.map(METHOD_NAMES))[
-        ["dataset", "clients", "algorithm", "ours", "paper (n = 100)", "profile"]]
+        ["dataset", "clients", "algorithm", "ours", "seeds", "paper (n = 100)", "profile"]]
 
 
 def annealing_table(annealing: pd.DataFrame) -> pd.DataFrame:
@@ -164,6 +164,20 @@ def annealing_table(annealing: pd.DataFrame) -> pd.DataFrame:
     from ...report import mean_std_per_profile
 
     return mean_std_per_profile(annealing.assign(annealing=annealing.gamma < 1.0), ["dataset", "annealing"], "alma")
+
+
+def annealing_seed_gains(annealing: pd.DataFrame) -> pd.DataFrame:
+    """(profile, dataset, seed, gain): FedCKD's final ALMA with annealing (γ < 1) minus without
+    (γ = 1), in points, for each seed run both ways (:func:`summary` rows of the annealing grid):
+    the pair shares its seed's data, so the per-seed differences show whether the gain is steady."""
+    columns = ["profile", "dataset", "seed", "gain"]
+    if annealing.empty:
+        return pd.DataFrame(columns=columns)
+    pivot = annealing.assign(annealing=annealing.gamma < 1.0).pivot_table(
+        index=["profile", "dataset", "seed"], columns="annealing", values="alma")
+    if not {True, False} <= set(pivot.columns):
+        return pd.DataFrame(columns=columns)
+    return ((pivot[True] - pivot[False]).dropna() * 100).rename("gain").reset_index()[columns]
 
 
 def annealing_gains(table: pd.DataFrame) -> pd.DataFrame:
