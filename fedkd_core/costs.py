@@ -4,8 +4,8 @@ profile yaml's header carries the same figures (``tools/cost_headers.py``). Noth
     python -m fedkd_core.costs book/_generated/costs.md
 
 For every profile yaml of the measured profiles (paper, reduced, tuning, robustness, and their
-redesigns), the runs its committed records cover out of the runs its grid plans, and the hours
-they took on each machine (the sum of each run's wall time, ``timings.total_seconds``: one thread
+redesigns), the runs finished (committed records, and diverged runs) out of the runs its grid plans,
+and the hours the records took on each machine (the sum of each run's wall time, ``timings.total_seconds``: one thread
 per run on a CPU, including whatever shared the cores; on a GPU, the runs that shared the device).
 """
 
@@ -33,24 +33,26 @@ def cost_table(paths: list[Path], results=None, params_root: Path = PARAMS) -> p
     rows = []
     for path in paths:
         try:
-            records, planned = grid_cost(path, results)
+            records, planned, diverged = grid_cost(path, results)
         except (ValueError, SystemExit):
             continue
         if not planned:
             continue
         machines = hours_by_machine(records)
         rows.append({"profile yaml": str(path.relative_to(params_root)), "runs done": len(records),
-                     "runs planned": planned,
+                     "runs planned": planned, "diverged": diverged,
                      "where (runs, hours)": "; ".join(f"{machine}: {runs}, {hours:.1f} h"
                                                       for machine, (runs, hours) in sorted(machines.items()))})
-    return pd.DataFrame(rows, columns=["profile yaml", "runs done", "runs planned", "where (runs, hours)"])
+    return pd.DataFrame(rows, columns=["profile yaml", "runs done", "runs planned", "diverged", "where (runs, hours)"])
 
 
 def markdown(table: pd.DataFrame) -> str:
     """The table as the cluster page shows it (hours stay per machine: a GPU's hour is not a core's)."""
-    lines = ["| profile yaml | runs with a record | measured: machine, runs, hours |", "|---|---|---|"]
-    for yaml, done, planned, where in table.itertuples(index=False):
-        lines.append(f"| `{yaml}` | {done} of {planned}{' (complete)' if done == planned else ''} | {where or 'none yet'} |")
+    lines = ["| profile yaml | runs finished | measured: machine, runs, hours |", "|---|---|---|"]
+    for yaml, done, planned, diverged, where in table.itertuples(index=False):
+        finished = (f"{done + diverged} of {planned}" + (", complete" if done + diverged == planned else "")
+                    + (f" ({diverged} diverged, no record)" if diverged else ""))
+        lines.append(f"| `{yaml}` | {finished} | {where or 'none yet'} |")
     return "\n".join(lines) + "\n"
 
 

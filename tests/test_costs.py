@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fedkd_core import costs
 from fedkd_core.chapters.card import PARAMS
-from fedkd_core.results import stored_paths
+from fedkd_core.results import Divergence, config_hash, save_divergence, stored_paths
 from fedkd_core.sweep import load_grid
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,12 +26,15 @@ def test_the_table_counts_a_grids_records_and_sums_their_hours_per_machine(tmp_p
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(record))
     (tmp_path / "reduced" / "x").mkdir(parents=True)  # a record under another profile is not this grid's
+    diverged = configs[3]
+    save_divergence(Divergence(config=diverged.resolved(), key=config_hash(diverged), round=2, error="non-finite loss",
+                               history=[], timings={}, environment={}, profile="paper"), tmp_path)
     table = costs.cost_table([GRID], results=tmp_path)
     assert table.to_dict("records") == [{"profile yaml": "paper/knfu_fedmd_original.yaml", "runs done": 3,
-                                         "runs planned": len(configs),
+                                         "runs planned": len(configs), "diverged": 1,
                                          "where (runs, hours)": "AMD EPYC Zen 4: 2, 2.0 h; NVIDIA H200: 1, 0.2 h"}]
-    assert "| `paper/knfu_fedmd_original.yaml` | 3 of 36 | AMD EPYC Zen 4: 2, 2.0 h; NVIDIA H200: 1, 0.2 h |" \
-        in costs.markdown(table)
+    assert ("| `paper/knfu_fedmd_original.yaml` | 4 of 36 (1 diverged, no record) | AMD EPYC Zen 4: 2, 2.0 h; "
+            "NVIDIA H200: 1, 0.2 h |") in costs.markdown(table)
     empty = costs.cost_table([GRID], results=tmp_path / "none")
     assert "| 0 of 36 | none yet |" in costs.markdown(empty)
 

@@ -270,23 +270,26 @@ def cost_text(records, planned: int | None = None) -> str:
     return done + (f": {parts}" if parts else " committed so far")
 
 
-def grid_cost(path: Path, results=None) -> tuple[list, int]:
-    """A profile yaml's committed records and the number of runs its grid plans (less those filed
-    under another profile, :func:`filed_elsewhere`)."""
+def grid_cost(path: Path, results=None) -> tuple[list, int, int]:
+    """A profile yaml's committed records, the number of runs its grid plans (less those filed
+    under another profile, :func:`filed_elsewhere`) and how many of them diverged (finished, with
+    no record: they count as done, and their time is not in any record)."""
+    from ..results import stored_divergences
     from ..sweep import load_grid
 
     chapter = chapter_of(path)
     profile = path.parent.parent.name if path.parent.name == REDESIGN else path.parent.name
     _, configs = load_grid(chapter, path, robustness=profile == "robustness")
     records = list(grid_records(configs, profile, results).values())
-    return records, len(configs) - len(filed_elsewhere(configs, profile, results))
+    planned = len(configs) - len(filed_elsewhere(configs, profile, results))
+    return records, planned, len(stored_divergences(configs, results))
 
 
 def cost_header(path: Path, results=None) -> list[str]:
     """The three comment lines that state a profile yaml's measured cost from its committed records."""
     return [f"{COST_MARK} (summed from the committed records' timings, each run's wall time: one thread per run",
             "# including whatever shared the cores on a CPU; on a GPU, the runs that shared the device):",
-            f"{COST_CONTINUED}{cost_text(*grid_cost(path, results))}."]
+            f"{COST_CONTINUED}{cost_text(*grid_cost(path, results)[:2])}."]
 
 
 def filed_elsewhere(configs, profile: str, results=None) -> list:
