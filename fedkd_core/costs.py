@@ -5,7 +5,7 @@ profile yaml's header carries the same figures (``tools/cost_headers.py``). Noth
 
 For every profile yaml of the measured profiles (paper, reduced, tuning, robustness, and their
 redesigns), the runs finished (committed records, and diverged runs) out of the runs its grid plans,
-and the hours the records took on each machine (the sum of each run's wall time, ``timings.total_seconds``: one thread
+and the hours they took on each machine (the sum of each run's wall time, ``timings.total_seconds``: one thread
 per run on a CPU, including whatever shared the cores; on a GPU, the runs that shared the device).
 """
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .chapters.card import PARAMS, REDESIGN, grid_cost, hours_by_machine
+from .chapters.card import PARAMS, REDESIGN, grid_cost
+from .results import RecordError
 
 MEASURED_PROFILES = ("paper", "reduced", "tuning", "robustness")
 
@@ -28,31 +29,27 @@ def profile_yamls(params_root: Path = PARAMS) -> list[Path]:
 
 
 def cost_table(paths: list[Path], results=None, params_root: Path = PARAMS) -> pd.DataFrame:
-    """One row per yaml whose grid plans runs: runs done of planned, and hours per machine.
-    A yaml that is no sweep grid (``seeds: 0``, add_your_method's template) is left out."""
+    """One row per yaml whose grid plans runs: the runs finished of those planned, and the hours
+    per machine (:class:`~fedkd_core.chapters.card.GridCost`). A yaml that is no sweep grid
+    (``seeds: 0``, add_your_method's template) is left out; an unreadable record is an error."""
     rows = []
     for path in paths:
         try:
-            records, planned, diverged = grid_cost(path, results)
+            cost = grid_cost(path, results)
+        except RecordError:
+            raise
         except (ValueError, SystemExit):
             continue
-        if not planned:
-            continue
-        machines = hours_by_machine(records)
-        rows.append({"profile yaml": str(path.relative_to(params_root)), "runs done": len(records),
-                     "runs planned": planned, "diverged": diverged,
-                     "where (runs, hours)": "; ".join(f"{machine}: {runs}, {hours:.1f} h"
-                                                      for machine, (runs, hours) in sorted(machines.items()))})
-    return pd.DataFrame(rows, columns=["profile yaml", "runs done", "runs planned", "diverged", "where (runs, hours)"])
+        if cost.planned:
+            rows.append({"profile yaml": str(path.relative_to(params_root)), "runs finished": cost.finished_text(),
+                         "measured": cost.machines_text()})
+    return pd.DataFrame(rows, columns=["profile yaml", "runs finished", "measured"])
 
 
 def markdown(table: pd.DataFrame) -> str:
     """The table as the cluster page shows it (hours stay per machine: a GPU's hour is not a core's)."""
-    lines = ["| profile yaml | runs finished | measured: machine, runs, hours |", "|---|---|---|"]
-    for yaml, done, planned, diverged, where in table.itertuples(index=False):
-        finished = (f"{done + diverged} of {planned}" + (", complete" if done + diverged == planned else "")
-                    + (f" ({diverged} diverged, no record)" if diverged else ""))
-        lines.append(f"| `{yaml}` | {finished} | {where or 'none yet'} |")
+    lines = ["| profile yaml | runs finished | measured: runs, hours, machine |", "|---|---|---|"]
+    lines += [f"| `{yaml}` | {finished} | {measured or 'none yet'} |" for yaml, finished, measured in table.itertuples(index=False)]
     return "\n".join(lines) + "\n"
 
 

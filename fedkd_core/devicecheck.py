@@ -140,7 +140,7 @@ def map_leaves(fn, value):
         mapped = [map_leaves(fn, item) for item in value]
         return type(value)(*mapped) if hasattr(type(value), "_fields") else type(value)(mapped)
     if isinstance(value, dict):
-        rebuilt = value.copy()  # keeps a subclass and its extras (a defaultdict's factory)
+        rebuilt = value.copy()  # dict, OrderedDict, defaultdict (its factory) keep their type; a bare subclass becomes a dict
         rebuilt.update((key, map_leaves(fn, item)) for key, item in value.items())
         return rebuilt
     return fn(value)

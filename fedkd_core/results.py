@@ -306,13 +306,17 @@ def device_name(device: torch.device) -> str:
         return platform.processor() or platform.machine()
 
 
+def on_gpu(run) -> bool:
+    """Whether a record or divergence ran on a CUDA device (its ``environment``; CPU where unsaid)."""
+    return str(run.environment.get("device", "cpu")).startswith("cuda")
+
+
 def record_precision(record: RunRecord) -> str:
     """The precision a record ran in (records from before it was stored: the setting they forced),
     with " on GPU" for a run on a CUDA device, so every chapter table's ``precision`` column tells
     GPU records from CPU ones (the committed ones are all CPU, fp32)."""
     precision = record.environment.get("precision") or precision_name(record.config["train"].get("mixed_precision") is True)
-    on_gpu = str(record.environment.get("device", "cpu")).startswith("cuda")
-    return f"{precision} on GPU" if on_gpu else precision
+    return f"{precision} on GPU" if on_gpu(record) else precision
 
 
 def outcome_record(config: ExperimentConfig, outcome: dict, seconds: float, device: torch.device, profile: str,
@@ -445,12 +449,15 @@ def forget_divergences(algorithm: str, key: str, root=None) -> None:
 def load_divergence(config: ExperimentConfig, root=None) -> Divergence | None:
     """The stored divergence of ``config`` under any profile (paper first), or None."""
     found = stored_paths(config, DIVERGED_SUFFIX, root)
-    if not found:
-        return None
+    return read_divergence(found[0]) if found else None
+
+
+def read_divergence(path: Path) -> Divergence:
+    """The divergence stored at ``path``; a RecordError naming the file where it cannot be read."""
     try:
-        return Divergence(**json.loads(found[0].read_text()))
+        return Divergence(**json.loads(Path(path).read_text()))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
-        raise RecordError(f"divergence record {found[0]} cannot be read ({type(error).__name__}: {error}); "
+        raise RecordError(f"divergence record {path} cannot be read ({type(error).__name__}: {error}); "
                           "restore it or delete it to run that experiment again") from error
 
 

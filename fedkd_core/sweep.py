@@ -47,7 +47,7 @@ from .chapters import chapter_module, chapter_params, experiments_to_run
 from .chapters.datafiles import is_reference_profile
 from .chapters.robustness import sweep_order as robustness_grid
 from .experiment import RunDiverged, default_device
-from .results import (RecordError, ResultsNotWritable, check_writable, config_hash, device_name, is_finished,
+from .results import (RecordError, ResultsNotWritable, check_writable, config_hash, device_name, is_finished, on_gpu,
                       load_divergence, load_record, results_dir, run_experiment)
 
 
@@ -224,10 +224,19 @@ def pace_reference(chapter: str, params, root=None, robustness: bool = False) ->
     return stored_records(reruns[0].configs(module, reruns[0].pace_reference), root) if reruns else []
 
 
+def like_this_machine(records) -> list:
+    """The ``records`` made on this machine's kind of device (CPU or GPU), or all of them where none
+    was: a GPU run's pace, several runs sharing the device, says little about a core's, and back."""
+    gpu = default_device().type == "cuda"
+    same = [record for record in records if on_gpu(record) == gpu]
+    return same or list(records)
+
+
 def pace_line(split: dict, reference: list = ()) -> str:
-    """The dry run's estimate of what is left, naming the machine the done records ran on; methods
-    not run yet go by their pace in the ``reference`` records (:func:`calibrated_paces`)."""
-    done = split["done_records"]
+    """The dry run's estimate of what is left, naming the machine the done records ran on (those
+    on this machine's kind of device, :func:`like_this_machine`); methods not run yet go by their
+    pace in the ``reference`` records (:func:`calibrated_paces`)."""
+    done = like_this_machine(split["done_records"])
     here = this_machine()
     seconds = estimated_seconds([config.resolved() for config in split["left"]], done, here, reference)
     if seconds is None or not split["left"]:
@@ -433,7 +442,7 @@ def variant_lines(chapter: str, params, variants: tuple[str, ...], done: list) -
     from .chapters.robustness import selected_variants, variant_grid
 
     module = chapter_module(chapter)
-    lines, here = [], this_machine()
+    lines, here, done = [], this_machine(), like_this_machine(done)
     for variant in selected_variants(module, variants):
         configs = variant_grid(module, params, variant)
         left = [config.resolved() for config in configs if not is_finished(config)]

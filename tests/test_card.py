@@ -80,22 +80,27 @@ def test_the_verdict_box_links_each_claim_to_the_table_it_rests_on_and_fits_five
 def test_a_yaml_header_states_the_measured_cost_of_its_own_records_per_machine():
     from types import SimpleNamespace
 
-    from fedkd_core.chapters.card import chapter_of, cost_text, with_cost_header
+    from fedkd_core.chapters.card import GridCost, chapter_of, grid_cost_text, with_cost_header
 
     assert chapter_of(Path("knfu_tuned.yaml")) == "knfu" and chapter_of(Path("add_your_method.yaml")) == "add_your_method"
     with pytest.raises(ValueError, match="no chapter"):
         chapter_of(Path("fedprox.yaml"))
     runs = [SimpleNamespace(environment={"device_name": cpu}, timings={"total_seconds": s})
             for cpu, s in (("AMD EPYC (family 25 model 17, AVX512-BF16)", 1800), ("AMD EPYC (family 25 model 17, AVX512-BF16)", 5400), ("Xeon", 360))]
-    assert cost_text(runs) == "3 runs: 2 runs, 2.0 h on AMD EPYC Zen 4; 1 run, 0.1 h on Xeon"
-    assert cost_text(runs[:1], planned=4) == "1 of 4 runs: 1 run, 0.5 h on AMD EPYC Zen 4"
-    assert cost_text([], planned=4) == "0 of 4 runs committed so far"
+    assert grid_cost_text(GridCost(runs, [], 3)) == "3 of 3 runs, complete: 2 runs, 2.0 h on AMD EPYC Zen 4; 1 run, 0.1 h on Xeon"
+    assert grid_cost_text(GridCost(runs[:1], [], 4)) == "1 of 4 runs: 1 run, 0.5 h on AMD EPYC Zen 4"
+    assert grid_cost_text(GridCost([], [], 4)) == "0 of 4 runs committed so far"
+    diverged = SimpleNamespace(environment={"device_name": "Xeon"}, timings={"total_seconds": 720})  # its time until it diverged
+    assert grid_cost_text(GridCost(runs[:1], [diverged], 2)) == \
+        "2 of 2 runs, complete (1 diverged): 1 run, 0.5 h on AMD EPYC Zen 4; 1 run, 0.2 h on Xeon"
     header = ["# Measured cost (new", "# including new)."]
     old = "# about\n# Measured cost (old\n# including old).\n# Run with\nprofile: paper\n"
     assert with_cost_header(old, header) == "# about\n# Measured cost (new\n# including new).\n# Run with\nprofile: paper\n"
     assert with_cost_header("# about\nprofile: paper\n", header) == "# about\n# Measured cost (new\n# including new).\nprofile: paper\n"
     three = "# about\n# Measured cost (old\n# including old):\n#   1 of 2 runs: 1 run, 0.1 h on X.\n#   python -m x\nprofile: paper\n"
     assert with_cost_header(three, header) == "# about\n# Measured cost (new\n# including new).\n#   python -m x\nprofile: paper\n"
+    complete = three.replace("#   1 of 2 runs: 1", "#   2 of 2 runs, complete: 2")
+    assert with_cost_header(complete, header) == with_cost_header(three, header)
 
 
 def test_a_redesign_is_not_counted_as_its_profile_until_it_replaces_it():

@@ -5,9 +5,11 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from fedkd_core import costs
 from fedkd_core.chapters.card import PARAMS
-from fedkd_core.results import Divergence, config_hash, save_divergence, stored_paths
+from fedkd_core.results import Divergence, RecordError, config_hash, save_divergence, stored_paths
 from fedkd_core.sweep import load_grid
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,18 +27,28 @@ def test_the_table_counts_a_grids_records_and_sums_their_hours_per_machine(tmp_p
         target = tmp_path / "paper" / source.parent.name / source.name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(record))
-    (tmp_path / "reduced" / "x").mkdir(parents=True)  # a record under another profile is not this grid's
-    diverged = configs[3]
-    save_divergence(Divergence(config=diverged.resolved(), key=config_hash(diverged), round=2, error="non-finite loss",
-                               history=[], timings={}, environment={}, profile="paper"), tmp_path)
+    for config, profile in ((configs[3], "paper"), (configs[4], "reduced")):  # the second is another profile's
+        save_divergence(Divergence(config=config.resolved(), key=config_hash(config), round=2, error="non-finite loss",
+                                   history=[], timings={"total_seconds": 360.0}, profile=profile,
+                                   environment={"device_name": "AMD EPYC (family 25 model 17, AVX512-BF16)"}), tmp_path)
     table = costs.cost_table([GRID], results=tmp_path)
-    assert table.to_dict("records") == [{"profile yaml": "paper/knfu_fedmd_original.yaml", "runs done": 3,
-                                         "runs planned": len(configs), "diverged": 1,
-                                         "where (runs, hours)": "AMD EPYC Zen 4: 2, 2.0 h; NVIDIA H200: 1, 0.2 h"}]
-    assert ("| `paper/knfu_fedmd_original.yaml` | 4 of 36 (1 diverged, no record) | AMD EPYC Zen 4: 2, 2.0 h; "
-            "NVIDIA H200: 1, 0.2 h |") in costs.markdown(table)
+    assert table.to_dict("records") == [{"profile yaml": "paper/knfu_fedmd_original.yaml",
+                                         "runs finished": f"4 of {len(configs) - 1} runs (1 diverged)",
+                                         "measured": "3 runs, 2.1 h on AMD EPYC Zen 4; 1 run, 0.2 h on NVIDIA H200"}]
+    assert ("| `paper/knfu_fedmd_original.yaml` | 4 of 35 runs (1 diverged) | 3 runs, 2.1 h on AMD EPYC Zen 4; "
+            "1 run, 0.2 h on NVIDIA H200 |") in costs.markdown(table)
     empty = costs.cost_table([GRID], results=tmp_path / "none")
-    assert "| 0 of 36 | none yet |" in costs.markdown(empty)
+    assert "| 0 of 36 runs | none yet |" in costs.markdown(empty)
+
+
+def test_an_unreadable_record_stops_the_table_instead_of_dropping_its_row(tmp_path):
+    _, configs = load_grid("knfu", GRID)
+    source = next(p for p in stored_paths(configs[0], root=ROOT / "results") if p.parent.parent.name == "paper")
+    target = tmp_path / "paper" / source.parent.name / source.name
+    target.parent.mkdir(parents=True)
+    target.write_text("{truncated")
+    with pytest.raises(RecordError, match="cannot be read"):
+        costs.cost_table([GRID], results=tmp_path)
 
 
 def test_every_measured_profile_yaml_is_listed_and_a_template_is_left_out():

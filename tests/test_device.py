@@ -66,7 +66,7 @@ def test_structured_outputs_keep_their_type_and_stay_on_the_device():
 
     with DeviceCheck():
         x = torch.tensor([[1.0, 5.0], [7.0, 2.0]]).to(STAND_IN)
-        best = x.max(dim=1)  # a structseq (torch.return_types.max)
+        best = x.max(dim=1)  # a structseq (torch.return_types.max), built by torch from the plain tuple dispatch returns
         assert type(best).__name__ == "max" and best.values.device == STAND_IN
         assert best.indices.device == STAND_IN and torch.equal(best.indices.cpu(), torch.tensor([1, 0]))
         assert x.shape == torch.Size([2, 2])

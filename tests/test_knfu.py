@@ -407,9 +407,10 @@ def test_a_method_run_in_fewer_cells_is_compared_on_its_own_cells_only():
                          "n": [5, 5, 5, 5, 3, 3, 3, 3, 3, 1]})
     lines = chapter.tables.ranking_lines(ours)
     assert lines[0] == "Mean ALMA over the 4 cells every method ran: KnFu 60.0, FedMD 50.0."
-    assert lines[1] == ("FedMD (original form) ran in 2 of the 4 cells; on its own cells, on mnist, 1 of 2 cells, "
-                        "3 seeds per cell: FedMD (original form) 95.0, KnFu 90.0, FedMD 80.0; on cifar10, 1 of 2 cells, "
-                        "1 seed per cell: KnFu 50.0, FedMD (original form) 45.0, FedMD 40.0.")
+    assert lines[1] == ("FedMD (original form) ran in 2 of the 4 cells; on its own cells, on mnist (1 of 2 cells, "
+                        "FedMD (original form) with 3 seeds per cell): FedMD (original form) 95.0, KnFu 90.0, FedMD 80.0; "
+                        "on cifar10 (1 of 2 cells, FedMD (original form) with 1 seed per cell): KnFu 50.0, "
+                        "FedMD (original form) 45.0, FedMD 40.0.")
 
 
 def test_seed_counts_are_given_per_dataset_naming_the_method_with_fewer():

@@ -454,3 +454,22 @@ def test_a_sweep_worker_reports_every_round_of_its_runs(smoke_grid, tmp_path):
     kinds = [kind for kind, _ in reports]
     assert kinds == ["start"] + ["round"] * configs[0].rounds + ["done"]
     assert reports[-2][1] == f"{configs[0].algorithm} s{configs[0].seed} round {configs[0].rounds}/{configs[0].rounds}"
+
+
+def test_the_dry_runs_pace_reads_runs_made_on_this_machines_kind_of_device(monkeypatch):
+    """A GPU run (several sharing the device) must not set a CPU's pace, nor the reverse; where no
+    run was made on this kind of device, every run is all there is to go by."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from fedkd_core import sweep
+
+    cpu = SimpleNamespace(environment={"device": "cpu"})
+    old = SimpleNamespace(environment={})  # a record that does not say: a CPU's
+    gpu = SimpleNamespace(environment={"device": "cuda:0"})
+    monkeypatch.setattr(sweep, "default_device", lambda: torch.device("cpu"))
+    assert sweep.like_this_machine([cpu, gpu, old]) == [cpu, old]
+    assert sweep.like_this_machine([gpu]) == [gpu]
+    monkeypatch.setattr(sweep, "default_device", lambda: torch.device("cuda"))
+    assert sweep.like_this_machine([cpu, gpu, old]) == [gpu]

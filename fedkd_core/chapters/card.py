@@ -232,7 +232,7 @@ def reproduce_box(chapter: str) -> pd.DataFrame:
 
 COST_MARK = "# Measured cost"
 COST_CONTINUED = "#   "  # the indented line that holds the figures
-COST_FIGURES = r"#   \d+ (of \d+ )?runs?[: ]"  # that line as cost_text writes it ("#   28 of 51 runs: ...")
+COST_FIGURES = r"#   \d+ (of \d+ )?runs?[:, ]"  # that line as grid_cost_text writes it ("#   28 of 51 runs: ...")
 
 
 def chapter_of(path: Path) -> str:
@@ -250,31 +250,50 @@ def runs_text(n: int) -> str:
     return count_text(n, "run")
 
 
-def hours_by_machine(records) -> dict[str, tuple[int, float]]:
-    """machine -> (runs, hours of ``timings.total_seconds``) over ``records``, each machine as
-    :func:`~fedkd_core.cpuinfo.machine_text` names it."""
+def hours_by_machine(runs) -> dict[str, tuple[int, float]]:
+    """machine -> (runs, hours of ``timings.total_seconds``) over ``runs`` (records, divergences),
+    each machine as :func:`~fedkd_core.cpuinfo.machine_text` names it."""
     totals: dict[str, tuple[int, float]] = {}
-    for record in records:
-        machine = machine_text(record.environment.get("device_name"))
-        runs, hours = totals.get(machine, (0, 0.0))
-        totals[machine] = (runs + 1, hours + record.timings["total_seconds"] / 3600)
+    for run in runs:
+        machine = machine_text(run.environment.get("device_name"))
+        count, hours = totals.get(machine, (0, 0.0))
+        totals[machine] = (count + 1, hours + run.timings.get("total_seconds", 0.0) / 3600)
     return totals
 
 
-def cost_text(records, planned: int | None = None) -> str:
-    """"n of N runs: n runs, h.h h on MACHINE; ..." from the records' ``timings.total_seconds`` and
-    ``environment.device_name`` (as :func:`~fedkd_core.cpuinfo.machine_text` names it)."""
-    parts = "; ".join(f"{runs_text(runs)}, {hours:.1f} h on {machine}"
-                      for machine, (runs, hours) in sorted(hours_by_machine(records).items()))
-    done = runs_text(len(records)) if planned is None else f"{len(records)} of {runs_text(planned)}"
-    return done + (f": {parts}" if parts else " committed so far")
+@dataclass(frozen=True)
+class GridCost:
+    """What a profile yaml's grid has cost: its committed records and diverged runs filed under its
+    profile (a diverged run is finished, with no record; its wall time until it diverged is stored
+    with it), and the runs it plans less those filed under another profile (:func:`filed_elsewhere`)."""
+
+    records: list
+    diverged: list
+    planned: int
+
+    @property
+    def finished(self) -> int:
+        return len(self.records) + len(self.diverged)
+
+    def finished_text(self) -> str:
+        """"46 of 51 runs (3 diverged)", ", complete" once every planned run is finished."""
+        return (f"{self.finished} of {runs_text(self.planned)}" + (", complete" if self.finished == self.planned else "")
+                + (f" ({len(self.diverged)} diverged)" if self.diverged else ""))
+
+    def machines_text(self) -> str:
+        """"17 runs, 13.7 h on AMD EPYC Zen 4; ..." over the records and the diverged runs."""
+        return "; ".join(f"{runs_text(count)}, {hours:.1f} h on {machine}"
+                         for machine, (count, hours) in sorted(hours_by_machine(self.records + self.diverged).items()))
 
 
-def grid_cost(path: Path, results=None) -> tuple[list, int, int]:
-    """A profile yaml's committed records, the number of runs its grid plans (less those filed
-    under another profile, :func:`filed_elsewhere`) and how many of them diverged (finished, with
-    no record: they count as done, and their time is not in any record)."""
-    from ..results import stored_divergences
+def grid_cost_text(cost: GridCost) -> str:
+    """A yaml header's figures: :meth:`GridCost.finished_text`, then the hours per machine."""
+    machines = cost.machines_text()
+    return cost.finished_text() + (f": {machines}" if machines else " committed so far")
+
+
+def grid_cost(path: Path, results=None) -> GridCost:
+    """A profile yaml's :class:`GridCost` from the records and divergences under ``results``."""
     from ..sweep import load_grid
 
     chapter = chapter_of(path)
@@ -282,24 +301,37 @@ def grid_cost(path: Path, results=None) -> tuple[list, int, int]:
     _, configs = load_grid(chapter, path, robustness=profile == "robustness")
     records = list(grid_records(configs, profile, results).values())
     planned = len(configs) - len(filed_elsewhere(configs, profile, results))
-    return records, planned, len(stored_divergences(configs, results))
+    return GridCost(records, grid_divergences(configs, profile, results), planned)
+
+
+def grid_divergences(configs, profile: str, results=None) -> list:
+    """The stored divergences of ``configs`` filed under ``results/<profile>/``, of runs with no
+    record anywhere (a record, from a rerun elsewhere, takes the divergence's place)."""
+    from ..results import DIVERGED_SUFFIX, read_divergence, stored_paths
+
+    filed = (next((path for path in stored_paths(config, DIVERGED_SUFFIX, results) if path.parent.parent.name == profile),
+                  None) for config in configs if not stored_paths(config, root=results))
+    return [read_divergence(path) for path in filed if path is not None]
 
 
 def cost_header(path: Path, results=None) -> list[str]:
-    """The three comment lines that state a profile yaml's measured cost from its committed records."""
+    """The three comment lines that state a profile yaml's measured cost from its committed records
+    (and its diverged runs)."""
     return [f"{COST_MARK} (summed from the committed records' timings, each run's wall time: one thread per run",
             "# including whatever shared the cores on a CPU; on a GPU, the runs that shared the device):",
-            f"{COST_CONTINUED}{cost_text(*grid_cost(path, results)[:2])}."]
+            f"{COST_CONTINUED}{grid_cost_text(grid_cost(path, results))}."]
 
 
 def filed_elsewhere(configs, profile: str, results=None) -> list:
-    """The ``configs`` whose records are committed under another profile and not under ``profile``:
-    runs a grid shares with another (FedGMKD's 50-round robustness grid reads its base reading's
-    runs from the 50-round rerun, filed under ``reduced/``), so that profile's cost, not this one's."""
-    from ..results import stored_paths
+    """The ``configs`` whose records (or divergences) are committed under another profile and not
+    under ``profile``: runs a grid shares with another (FedGMKD's 50-round robustness grid reads its
+    base reading's runs from the 50-round rerun, filed under ``reduced/``), so that profile's cost,
+    not this one's."""
+    from ..results import DIVERGED_SUFFIX, RECORD_SUFFIX, stored_paths
 
     def folders(config):
-        return {path.parent.parent.name for path in stored_paths(config, root=results)}
+        return {path.parent.parent.name for suffix in (RECORD_SUFFIX, DIVERGED_SUFFIX)
+                for path in stored_paths(config, suffix, root=results)}
 
     return [config for config in configs if folders(config) and profile not in folders(config)]
 

@@ -127,7 +127,9 @@ def rerun_row(module, rerun: Rerun, root=None, earlier: frozenset = frozenset())
 def on_cpu(records) -> list:
     """The ``records`` of runs made on a CPU: the pace of one core's time left (a GPU run's pace,
     several runs sharing the device, says nothing about a core's)."""
-    return [record for record in records if record.environment.get("device", "cpu") == "cpu"]
+    from ..results import on_gpu
+
+    return [record for record in records if not on_gpu(record)]
 
 
 def chapter_reruns() -> list[tuple]:

@@ -77,7 +77,9 @@ def machine_checks(diverged, root=None) -> list[tuple]:
 
 def device_kind(run) -> str:
     """"GPU" or "CPU": the kind of device a record or divergence ran on (its ``environment``)."""
-    return "GPU" if str(run.environment.get("device", "cpu")).startswith("cuda") else "CPU"
+    from ...results import on_gpu
+
+    return "GPU" if on_gpu(run) else "CPU"
 
 
 def divergence_tally(records, diverged, checks) -> list[dict]:

@@ -95,9 +95,9 @@ def ranking_lines(ours: pd.DataFrame) -> list[str]:
         parts = []
         for dataset, runs in own.groupby("dataset", sort=False):
             cells = runs[cell].drop_duplicates()
-            seeds = "" if "n" not in runs else f", {seeds_range(runs['n'])} per cell"
-            parts.append(f"on {dataset}, {len(cells)} of {len(ours[ours.dataset == dataset][cell].drop_duplicates())} "
-                         f"cells{seeds}: {means(ours.merge(cells, on=cell))}")
+            seeds = "" if "n" not in runs else f", {METHODS.get(algorithm, algorithm)} with {seeds_range(runs['n'])} per cell"
+            parts.append(f"on {dataset} ({len(cells)} of {len(ours[ours.dataset == dataset][cell].drop_duplicates())} "
+                         f"cells{seeds}): {means(ours.merge(cells, on=cell))}")
         lines.append(f"{METHODS.get(algorithm, algorithm)} ran in {len(own[cell].drop_duplicates())} of the "
                      f"{everywhere} cells; on its own cells, " + "; ".join(parts) + ".")
     return lines
