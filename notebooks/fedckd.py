@@ -224,6 +224,7 @@ records = {name: shown + run_grid(configs, profile=params.profile, progress=Fals
            for name, (shown, configs) in planned.items()}
 ours = {name: chapter.summary(recs) if recs else pd.DataFrame() for name, recs in records.items()}
 every = list({r.key: r for recs in records.values() for r in recs}.values())
+shown_keys = {r.key for r in every}  # a committed paper-scale record this page also ran is shown once
 reduced = {r.key for shown, _ in planned.values() for r in shown}
 if message := reuse_message(params, chapter.method_differences(params)):
     print(message)
@@ -250,7 +251,7 @@ print(f"{len(every)} runs, of the {' and '.join(sorted(set(r.profile for r in ev
 # %% tags=["hide-input"]
 main = ours["main"]
 paper_records, paper_diverged = chapter.paper_column()
-paper_shown = [r for r in paper_records if r.key not in {r.key for r in every}]  # once, where this page ran them too
+paper_shown = [r for r in paper_records if r.key not in shown_keys]
 main_and_paper = pd.concat([main, chapter.summary(paper_shown)], ignore_index=True) if paper_shown else main
 
 
@@ -322,7 +323,7 @@ if len(main_and_paper):
 
 # %% tags=["hide-input"]
 tables.show(chapter.paper_table4().assign(source="paper"), digits=2)
-annealing_paper = [r for r in chapter.paper_annealing() if r.key not in {r.key for r in every}]
+annealing_paper = [r for r in chapter.paper_annealing() if r.key not in shown_keys]
 frames = [frame for frame in (ours["annealing"], chapter.summary(annealing_paper)) if len(frame)]
 annealing = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 if len(annealing):
