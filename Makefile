@@ -85,9 +85,10 @@ sweep: data
 notebooks: data
 	$(BIN)/python tools/sync_notebooks.py $(CHAPTERS)
 
-# One xdist worker per core; --dist loadfile keeps each notebook's cells on one worker (one kernel).
+# One xdist worker per core; --dist loadfile keeps each notebook's cells on one worker (one kernel);
+# --durations lists the 25 slowest tests, so a CI log shows where its time went.
 test: data
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests notebooks --nbval-lax -p no:cacheprovider; status=$$?; \
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests notebooks --nbval-lax -p no:cacheprovider --durations=25; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests"; fi; exit $$status
 
 # Writes benchmarks/results/<benchmark>-<machine>.json, which the book's Performance page shows.

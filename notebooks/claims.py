@@ -18,7 +18,7 @@
 # committed, never from a number typed into a page: KnFu at the paper's scale, FedUA on its
 # reduced profile, FedGMKD and FedCKD on their reduced profiles or, once it is complete, on their
 # rerun at a larger scale (FedGMKD: the paper's 50 rounds; FedCKD: its paper-scale Fashion-MNIST
-# column). KnFu's verdicts rest on its reruns under schedules tuned with the same budget for every
+# column, claim by claim, as soon as every run a claim compares is finished). KnFu's verdicts rest on its reruns under schedules tuned with the same budget for every
 # method (MNIST, then CIFAR-10). Each row's scale says which records it rests on, and [Reruns at a larger
 # scale](#reruns-at-a-larger-scale) how far each rerun has got. The landing page summarises this table; each chapter opens
 # with its own rows of it. The verdicts come first; how they are computed, and from which
@@ -56,7 +56,9 @@ if any(families.values()):
 #
 # Where a chapter's evidence is being rerun at a larger scale, its verdicts move onto the rerun only
 # once every run of it is committed (or diverged), never onto the seeds it reached first; until
-# then they rest on the smaller profile, and its rows say so. How far each rerun has got, counted
+# then they rest on the smaller profile, and its rows say so. FedCKD's move claim by claim: a claim
+# moves once every run *it compares* is finished, so that no run still to come can change it (its
+# row's scale says which it rests on). How far each rerun has got, counted
 # from the committed records, and the compute time left on one core at the pace of its finished
 # runs (two sweep workers on two cores halve the wall time; a run that two reruns both plan, such as
 # FedCKD's γ = 0.99 runs, counts in the first only). A

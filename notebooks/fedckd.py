@@ -86,12 +86,14 @@ verdict_rows = ledger.verdict_box(chapter)
 display(Markdown(chapter.verdict_basis_text()))
 
 # %% [markdown]
-# **What the verdicts rest on.** The verdicts move to the paper-scale Fashion-MNIST n = 100 column
-# (`fedckd.PAPER_FMNIST100`) once all of its runs are committed (a partial column would judge each
-# claim on whatever seeds the sweep reached first); the line under the box counts what is committed
-# and names the profile they rest on now. The tables further down show the committed
-# reduced-profile records, the paper-scale column as far as it has run, and this page's own runs,
-# each row labelled with its profile.
+# **What the verdicts rest on.** Each claim moves to the paper-scale Fashion-MNIST n = 100 column
+# (`fedckd.PAPER_FMNIST100`) once every run it compares is committed or diverged, so that no run
+# still to come can change it (`ledger.claims_settled`); until then it rests on the reduced
+# profile. A claim is never judged on part of its runs (on whatever seeds the sweep reached
+# first). The line under the box counts what is committed and names the claims that have moved;
+# each row's *scale* on the [Claims page](claims.ipynb) says where it is judged. The tables further
+# down show the committed reduced-profile records, the paper-scale column as far as it has run,
+# and this page's own runs, each row labelled with its profile.
 
 # %% [markdown]
 # ## The paper and this reproduction
@@ -160,13 +162,14 @@ tables.show(report.parameters_table(params))
 # `fedkd_core.algorithms.fedckd.FedCKDConfig`; the training settings and the baselines' follow. The
 # table is read from the code and the profiles: beside the paper's value, one column per profile
 # whose numbers this page shows — the reduced profile, whose committed records fill the tables and
-# (until the paper-scale column has a claim's cell) the verdicts, and the profile this page was
+# the verdicts of the claims not yet moved to the paper-scale column; the paper profile, once
+# claims rest on that column (every run they compare finished); and the profile this page was
 # executed with, which makes the forgetting demonstration and any cell those records do not cover.
 # A profile in several roles is one column.
 
 # %% tags=["hide-input"]
-hyperparameters = chapter.hyperparameter_table(params, basis.params)
-tables.show(hyperparameters, settings=["paper", *chapter.settings_columns(params, basis.params)])
+hyperparameters = chapter.hyperparameter_table(params, basis.params, len(basis.moved))
+tables.show(hyperparameters, settings=["paper", *chapter.settings_columns(params, basis.params, len(basis.moved))])
 
 # %% [markdown]
 # ## Why two teachers: forgetting
@@ -245,8 +248,8 @@ print(f"{len(every)} runs, of the {' and '.join(sorted(set(r.profile for r in ev
 # smaller still. Rows of profile `paper` are the paper-scale column
 # (`notebooks/params/paper/fedckd_fmnist100.yaml`) as far as its sweep has got: `(1 seed)` says how
 # many of its three seeds a cell has, a cell names the seeds whose runs diverged (with the round),
-# the paragraph under the tables says which claims those runs take seeds out of, and the verdicts
-# move to the column only once every run of it is finished.
+# the paragraph under the tables says which claims those runs take seeds out of, and each claim's
+# verdict moves to the column once every run that claim compares is finished.
 
 # %% tags=["hide-input"]
 main = ours["main"]
@@ -427,10 +430,16 @@ else:
 # rising; at the paper's own T = 100 a still-rising cell counts). The paper's FedCKD − pFedSD gaps in
 # Tables I–II are 0.01 to 1.98 points, often within its seed standard deviations, so a small gap
 # of ours is expected to read inconclusive.
+#
+# A claim judged on the paper-scale column already (every run it compares finished) gets its own
+# pair of heatmaps, on that column's cells.
 
 # %% tags=["hide-input"]
 basis = chapter.verdict_basis()
-cells_shown = ledger.show_cell_verdicts(chapter, basis.records, basis.enforce_gate)
+on_basis = [claim for claim in verdict_rows.claim if claim not in basis.moved]
+cells_shown = ledger.show_cell_verdicts(chapter, basis.records, basis.enforce_gate, claims=on_basis)
+if basis.moved:  # claims judged on the paper-scale column already: its cells, every cell counted (T = 100)
+    moved_cells = ledger.show_cell_verdicts(chapter, chapter.paper_scale_records(), False, claims=basis.moved)
 
 # %% [markdown]
 # ## Robustness to what the paper leaves open
@@ -450,8 +459,9 @@ from fedkd_core.chapters import robustness  # noqa: E402
 robustness_table = robustness.show(chapter, "fedckd")
 if ledger.grid_apart(chapter):  # the verdicts have moved onto a rerun at a larger scale, the grid not yet
     display(Markdown("**The grid and the verdict read different runs**: the grid's verdicts above are on runs at the "
-                     "reduced profile's scale, the verdict box's on the rerun, until the grid is rerun at the "
-                     "verdict's scale."))
+                     "reduced profile's scale, the verdict box's on the paper-scale column (for "
+                     + ("every claim" if basis.params == chapter.PAPER_FMNIST100 else ", ".join(basis.moved))
+                     + "), until the grid is rerun at the verdict's scale."))
 
 # %% [markdown]
 # **Why the literal KL can diverge.** Hinton's KL(p_teacher ‖ p_student) has the gradient

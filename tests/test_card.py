@@ -73,6 +73,17 @@ def test_the_verdict_box_links_each_claim_to_the_table_it_rests_on_and_fits_five
     assert box.count("<th>") == len(ledger.BOX_COLUMNS) == 5
     assert 'href="#the-claims-cell-by-cell">A &gt; B' in box and 'href="#table-iv-annealing">C &gt; D' in box
     assert "⚑ differs" in box and "6 seeds per cell" in box and box.count("reduced: R = 15") == 1
+    assert box.count("profile reduced: 9 runs") == 1 and "under each verdict" not in box  # said once, under the box
+    # a claim judged on a rerun already, the other not: each verdict names its own records
+    moved = rows.assign(scale=["paper: R = 100", "reduced: R = 15"], evidence=["profile paper: 6 runs", "profile reduced: 9 runs"])
+    apart = ledger.box_html(moved)
+    verdicts = [cell.split("</td>")[0] for cell in apart.split("<td>")[2::5]]
+    assert "profile paper: 6 runs" in verdicts[0] and "profile reduced: 9 runs" in verdicts[1]
+    assert "<b>Records:</b> under each verdict" in apart and "paper: R = 100; reduced: R = 15" in apart
+    # a claim not testable offline gives its reason where records would be: the others' records stay under the box
+    untestable = pd.concat([rows, rows.iloc[:1].assign(claim="E > F", verdict=ledger.UNTESTABLE, scale="—",
+                                                       evidence="CIFAR-100 has no offline copy")], ignore_index=True)
+    assert "under each verdict" not in ledger.box_html(untestable)
     claims = ledger.linked_table(rows.assign(robustness="—"))
     assert 'href="./x.html#the-claims-cell-by-cell"' in claims and claims.count("<th>") == len(ledger.CLAIMS_COLUMNS)
 

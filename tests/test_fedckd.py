@@ -360,6 +360,9 @@ def test_the_hyperparameter_table_gives_the_records_profile_beside_this_pages():
     paper_verdicts = chapter.hyperparameter_table(chapter.REDUCED_PROFILE, chapter.PAPER_FMNIST100)
     assert [c for c in paper_verdicts.columns if "profile" in c] == [
         "reduced profile (the committed records; this page)", "paper profile (verdicts)"]
+    early = chapter.hyperparameter_table(chapter.REDUCED_PROFILE, chapter.REDUCED_PROFILE, moved=2)
+    assert [c for c in early.columns if "profile" in c] == [
+        "reduced profile (the committed records; other verdicts; this page)", "paper profile (verdicts of 2 claims)"]
 
 
 def test_forgetting_is_told_with_the_client_rounds_on_both_sides_and_as_a_demonstration():
@@ -391,6 +394,7 @@ def test_the_verdicts_rest_on_the_paper_scale_column_only_once_all_its_runs_are_
     from fedkd_core.results import config_hash
 
     records = [SimpleNamespace(key=config_hash(c)) for c in chapter.experiments(chapter.PAPER_FMNIST100)]
+    monkeypatch.setattr(claims, "settled_claims", lambda records, root=None: ())  # per claim: the test below
     monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: records[:-1])
     assert chapter.verdict_basis(tmp_path).params == chapter.REDUCED_PROFILE  # one run short: still reduced
     monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: records[:-1] + records[:1])
@@ -401,6 +405,117 @@ def test_the_verdicts_rest_on_the_paper_scale_column_only_once_all_its_runs_are_
     assert f"they rest on the rerun's {runs} committed records" in chapter.verdict_basis_text(tmp_path)
 
 
+
+
+def test_a_claim_moves_to_the_paper_column_once_every_run_it_compares_is_finished(tmp_path, monkeypatch):
+    """With every paper-scale run finished but pFedMe's, the claims that do not compare pFedMe
+    (FedCKD > pFedSD, the annealing pair) are judged on the column already, the two that do stay
+    on the reduced profile; one γ = 1 run short and the annealing claim waits too; a finished
+    pFedSD run whose FedCKD partner is still to come keeps FedCKD > pFedSD back."""
+    from types import SimpleNamespace
+
+    from fedkd_core.chapters.fedckd import claims
+    from fedkd_core.results import config_hash
+
+    planned = chapter.experiments(chapter.PAPER_FMNIST100)
+    score = {"fedckd": 90.0, claims.CONSTANT: 89.0}
+    runs = [SimpleNamespace(key=config_hash(c), planned=c) for c in planned]
+    monkeypatch.setattr(claims, "observations", lambda records: pd.DataFrame(
+        [{**(row := claims._planned_stand_in(r.planned)), "final": score.get(row["algorithm"], 80.0)} for r in records]))
+
+    def moved(records):
+        monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: records)
+        return set(chapter.verdict_basis(tmp_path).moved)
+
+    no_pfedme = [r for r in runs if r.planned.algorithm != "pfedme"]
+    assert moved(no_pfedme) == {"FedCKD > pFedSD", claims.ANNEALING_CLAIM}
+    text = chapter.verdict_basis_text(tmp_path)
+    assert "*FedCKD > pFedSD* and *annealing helps" in text and "judged on it already" in text
+    assert f"**{len(no_pfedme)} of the {len(planned)} runs**" in text
+    # a run that diverged is finished: pFedSD's diverged seed does not hold FedCKD > pFedSD back
+    import fedkd_core.results as results
+
+    pfedsd = next(r for r in no_pfedme if r.planned.algorithm == "pfedsd")
+    monkeypatch.setattr(results, "stored_divergences", lambda configs, root=None: [SimpleNamespace(key=pfedsd.key)])
+    assert moved([r for r in no_pfedme if r is not pfedsd]) == {"FedCKD > pFedSD", claims.ANNEALING_CLAIM}
+    monkeypatch.setattr(results, "stored_divergences", lambda configs, root=None: [])
+    assert moved([r for r in no_pfedme if r is not pfedsd]) == {claims.ANNEALING_CLAIM}  # not diverged: to come
+
+    def is_constant_seed_2(run):
+        return run.planned.algorithm == "fedckd" and run.planned.resolved()["algorithm_params"].get("gamma") == 1.0 \
+            and run.planned.seed == 2
+    assert sum(map(is_constant_seed_2, runs)) == 1
+    assert moved([r for r in no_pfedme if not is_constant_seed_2(r)]) == {"FedCKD > pFedSD"}
+
+    def is_fedckd_practical_seed_1(run):
+        config = run.planned.resolved()
+        return (run.planned.algorithm == "fedckd" and config["data"]["partition"] == "dirichlet"
+                and run.planned.seed == 1 and config["algorithm_params"].get("gamma") != 1.0)
+    assert moved([r for r in no_pfedme if not is_fedckd_practical_seed_1(r)]) == set()  # both claims need it
+    assert moved([]) == set()
+    monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: runs)
+    everything = chapter.verdict_basis(tmp_path)
+    assert everything.params == chapter.PAPER_FMNIST100 and everything.moved == ()  # the whole column: all moved
+
+
+def test_a_moved_claims_row_is_judged_on_the_paper_column_and_keeps_its_place(monkeypatch):
+    """The ledger's row of a claim judged on the column already comes from the column's records;
+    the others from the reduced profile, in the reduced rows' order."""
+    from dataclasses import replace
+
+    from fedkd_core.chapters.fedckd import claims
+
+    order = ["FedCKD > pFedSD", "FedCKD best of the methods run", claims.ANNEALING_CLAIM]
+    basis = replace(chapter.VerdictBasis(chapter.REDUCED_PROFILE, ["reduced run"], "reduced scale", True),
+                    moved=(claims.ANNEALING_CLAIM,))
+    monkeypatch.setattr(claims, "verdict_basis", lambda root=None: basis)
+    monkeypatch.setattr(claims, "paper_scale_records", lambda root=None: ["paper run", "pfedme run"])
+    judged_on = {}
+
+    def claim_rows(params, records, scale, enforce_gate, root=None):
+        judged_on[params.profile] = (records, enforce_gate)
+        return pd.DataFrame({"claim": order, "verdict": [params.profile] * 3, "scale": [scale] * 3})
+
+    monkeypatch.setattr(claims, "claim_rows", claim_rows)
+    rows = claims.ledger_rows()
+    assert rows.claim.tolist() == order and rows.verdict.tolist() == ["reduced", "reduced", "paper"]
+    assert judged_on == {"paper": (["paper run", "pfedme run"], False), "reduced": (["reduced run"], True)}
+
+
+def test_each_claim_is_judged_on_the_runs_it_compares_only(monkeypatch):
+    """FedCKD > pFedSD reads FedCKD's and pFedSD's runs in the seeds that have both, the annealing
+    claim FedCKD's with and without annealing; the other runs of the profile are not its evidence
+    (nor pair machines for it), and its row is judged on those runs alone."""
+    from types import SimpleNamespace
+
+    from fedkd_core.chapters.fedckd import claims
+
+    def run(algorithm, seed, final):
+        return SimpleNamespace(algorithm=algorithm, seed=seed, final=final)
+
+    runs = [run(m, seed, 90.0 - i) for seed in (0, 1, 2) for i, m in enumerate(("fedckd", "pfedsd", "fedavg"))]
+    runs += [run(claims.CONSTANT, seed, 89.5) for seed in (0, 1)] + [run("fedckd", 3, 90.0)]  # seed 3: FedCKD alone
+    monkeypatch.setattr(claims, "observations", lambda records: pd.DataFrame(
+        [{"dataset": "fashion_mnist", "setting": "practical", "clients": 100, "seed": r.seed, "algorithm": r.algorithm,
+          "final": r.final, "best": r.final} for r in records]))
+    names = {id(r): (r.algorithm, r.seed) for r in runs}
+    read = {claim: sorted(names[id(r)] for r in claims.records_read(claim, runs))
+            for claim in ("FedCKD > pFedSD", claims.ANNEALING_CLAIM)}
+    assert read["FedCKD > pFedSD"] == [("fedckd", 0), ("fedckd", 1), ("fedckd", 2), ("pfedsd", 0), ("pfedsd", 1), ("pfedsd", 2)]
+    assert read[claims.ANNEALING_CLAIM] == [("fedckd", 0), ("fedckd", 1), (claims.CONSTANT, 0), (claims.CONSTANT, 1)]
+    assert claims.records_read("no such claim", runs) == []
+
+    judged_with = []
+
+    def judged(records, scale, enforce_gate):
+        judged_with.append(len(records))
+        return pd.DataFrame({"claim": ["FedCKD > pFedSD", claims.ANNEALING_CLAIM], "verdict": [len(records)] * 2,
+                             "note": ["", ""]})
+
+    monkeypatch.setattr(claims, "_judged", judged)
+    monkeypatch.setattr(claims, "diverged_seeds", lambda records, divergences: {})
+    rows = claims.claim_rows(chapter.PAPER_FMNIST100, runs, "paper", False, root=None)
+    assert rows.verdict.tolist() == [6, 4] and judged_with == [len(runs), 6, 4]
 
 
 def test_the_paper_column_shows_only_its_own_main_grid_runs_and_its_divergences():

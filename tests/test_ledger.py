@@ -366,6 +366,50 @@ def test_the_robustness_text_says_when_the_verdict_has_moved_off_the_grids_scale
     # the grid rerun at the verdict's scale: no longer apart, and judged with its still-rising cells counted
     assert not ledger.grid_apart(chapter(rerun, fifty))
     assert ledger.grid_scale_prefix(chapter(rerun, fifty)) == "grid rerun at the verdict's scale, still-rising cells counted: "
+    # one claim judged on the rerun already (every run it compares finished): apart for that claim only
+    early = ledger.VerdictBasis(reduced, [], "", True, moved=("A > B",))
+    partly = SimpleNamespace(verdict_basis=lambda: early, REDUCED_PROFILE=reduced, robustness_grid=lambda root=None: fifteen)
+    assert ledger.grid_apart(partly, claim="A > B") and not ledger.grid_apart(partly, claim="A > C")
+    assert ledger.grid_apart(partly)  # some verdict reads the rerun
+    assert "superseded" in ledger.grid_scale_prefix(partly, claim="A > B")
+    assert ledger.grid_scale_prefix(partly, claim="A > C") == ""
+
+
+def test_a_claim_is_settled_only_when_no_run_still_to_come_can_change_any_of_its_effects():
+    """Toy claims on hand-made runs: "A > B" reads methods A and B, "A > C" A and C. With C's seed 1
+    still to come, "A > C" is not settled (that seed's effect would appear); with B's seed 1 to come
+    while A's seed 1 is in, "A > B" is not either; a run of A alone in a new seed changes neither."""
+
+    def effects_of(frame, value="final"):
+        wide = frame.pivot_table(index=["cell", "seed"], columns="algorithm", values=value)
+        out = pd.DataFrame(index=wide.index)
+        for other in ("B", "C"):
+            if {"A", other} <= set(wide.columns):
+                out[f"A > {other}"] = wide["A"] - wide[other]
+        return out.reset_index()
+
+    def runs(*triples):
+        return pd.DataFrame([{"cell": "x", "algorithm": a, "seed": s, "final": v} for a, s, v in triples])
+
+    keys = ["cell", "seed"]
+    finished = runs(("A", 0, 90.0), ("B", 0, 80.0), ("C", 0, 85.0), ("A", 1, 91.0), ("B", 1, 81.0))
+    assert ledger.claims_settled(effects_of, finished, runs(("C", 1, 0.0)), keys) == ("A > B",)
+    assert ledger.claims_settled(effects_of, finished, runs(("A", 2, 0.0)), keys) == ("A > B", "A > C")
+    without_b1 = finished[~((finished.algorithm == "B") & (finished.seed == 1))]
+    assert ledger.claims_settled(effects_of, without_b1, runs(("B", 1, 0.0)), keys) == ("A > C",)
+    assert ledger.claims_settled(effects_of, finished, runs(), keys) == ("A > B", "A > C")
+    # "A best": A minus the best other method run. With C not run at all, C's runs to come change it
+    # only if they score above B: a stand-in scoring 0 alone would call it settled
+    def with_best(frame, value="final"):
+        wide = frame.pivot_table(index=["cell", "seed"], columns="algorithm", values=value)
+        others = [m for m in ("B", "C") if m in wide.columns]
+        return pd.DataFrame({"A best": wide["A"] - wide[others].max(axis=1, skipna=False)}).reset_index()
+
+    no_c = runs(("A", 0, 90.0), ("B", 0, 80.0), ("A", 1, 91.0), ("B", 1, 81.0))
+    assert ledger.claims_settled(with_best, no_c, runs(("C", 0, 0.0), ("C", 1, 0.0)), keys) == ()
+    assert ledger.claims_settled(with_best, no_c, runs(), keys) == ("A best",)
+    # a claim with no effect yet is never settled, even with nothing to come ("A > C" has a column, all empty)
+    assert ledger.claims_settled(effects_of, runs(("A", 0, 90.0), ("B", 0, 80.0), ("C", 1, 85.0)), runs(), keys) == ("A > B",)
 
 
 def test_a_rerun_shared_with_an_earlier_one_is_timed_only_for_the_runs_it_adds(tmp_path):

@@ -34,7 +34,9 @@ class VerdictBasis:
     """The records a chapter's verdicts rest on: which reference profile (``params``), its
     committed ``records``, the scale as the verdict box states it, and whether the convergence gate
     applies (``enforce_gate``: off only for runs at the paper's own scale and round budget); where a
-    rerun at a larger scale is under way, how many of its runs are finished of those planned."""
+    rerun at a larger scale is under way, how many of its runs are finished of those planned, and
+    the claims judged on it already (``moved``: every run such a claim compares is finished, while
+    runs of others are not; :func:`claims_settled`)."""
 
     params: object
     records: list
@@ -42,6 +44,7 @@ class VerdictBasis:
     enforce_gate: bool
     rerun_finished: int = 0
     rerun_planned: int = 0
+    moved: tuple = ()
 
 
 def rerun_or(fallback: VerdictBasis, rerun: VerdictBasis, configs, root=None) -> VerdictBasis:
@@ -57,6 +60,25 @@ def rerun_or(fallback: VerdictBasis, rerun: VerdictBasis, configs, root=None) ->
     finished = finished_runs(configs, rerun.records, root)
     chosen = rerun if rerun.records and finished == planned else fallback
     return replace(chosen, rerun_finished=finished, rerun_planned=planned)
+
+
+def claims_settled(effects_of, observed: pd.DataFrame, to_come: pd.DataFrame, keys: list[str]) -> tuple[str, ...]:
+    """The claims of ``effects_of`` on ``observed`` (one row per finished run, :func:`observations`'
+    columns) that no run still ``to_come`` (stand-in rows for the planned runs not finished) can
+    change: with the stand-ins scoring 0 and with them scoring 100, the claim's effect in every
+    cell and seed is what the finished runs alone give, and there is at least one. A claim that
+    compares a method with runs still to come, or gains a seed or cell from them, is not settled.
+    Two extremes bound every value the runs to come can take for effects that rise or fall with
+    each run's score (differences, the min or max over methods, as every chapter's are)."""
+    now = effects_of(observed, "final").set_index(keys)
+    extremes = [effects_of(pd.concat([observed, to_come.assign(final=score)], ignore_index=True), "final").set_index(keys)
+                for score in (0.0, 100.0)]
+
+    def unchanged(claim: str, later: pd.DataFrame) -> bool:
+        return claim in later.columns and now[claim].dropna().sort_index().equals(later[claim].dropna().sort_index())
+
+    return tuple(claim for claim in now.columns
+                 if now[claim].notna().any() and all(unchanged(claim, later) for later in extremes))
 
 
 @dataclass(frozen=True)
@@ -172,6 +194,14 @@ def basis_text(basis: VerdictBasis, rerun: str, moved: bool) -> str:
     if moved:  # named as the rerun's: a profile's earlier, smaller runs may count as many records
         return (f"{finished}, and the verdicts have moved to it: they rest on the rerun's {len(basis.records)} "
                 f"committed records ({basis.scale}), not on earlier runs of the **{basis.params.profile}** profile.")
+    if basis.moved:
+        named = [f"*{claim}*" for claim in basis.moved]
+        claims = ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else named[0]
+        return (f"{finished}. Every run that {claims} compare{'s' if len(basis.moved) == 1 else ''} is among them, "
+                f"so {'that claim is' if len(basis.moved) == 1 else 'those claims are'} judged on it already (no run "
+                f"still to come can change {'it' if len(basis.moved) == 1 else 'them'}); the others move once all the "
+                f"runs are finished, and until then rest on the **{basis.params.profile}** profile's "
+                f"{len(basis.records)} committed records ({basis.scale}).")
     return (f"{finished}, and the verdicts move to it once all of them are. Until then they rest on the "
             f"**{basis.params.profile}** profile's {len(basis.records)} committed records ({basis.scale}).")
 
@@ -469,9 +499,10 @@ def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
     table = claim_table(module, grid.base, enforce_gate=grid.enforce_gate)
     texts = robustness_texts(table, planned=len(module.ROBUSTNESS))
     grid_claim = getattr(module, "robustness_claim", lambda claim: claim)
-    prefix = getattr(module, "ROBUSTNESS_ROW_PREFIX", "") + grid_scale_prefix(module, grid)
-    return rows.assign(robustness=[prefix + texts[name] if name in texts.index else "—"
-                                   for name in map(grid_claim, rows.claim)])
+    prefix = getattr(module, "ROBUSTNESS_ROW_PREFIX", "")
+    scale = {claim: grid_scale_prefix(module, grid, claim) for claim in rows.claim}
+    return rows.assign(robustness=[prefix + scale[claim] + texts[grid_claim(claim)]
+                                   if grid_claim(claim) in texts.index else "—" for claim in rows.claim])
 
 
 # How the Claims page's robustness text starts where the grid is not read at the verdicts' scale, and
@@ -482,27 +513,31 @@ GRID_RERUN_LISTED = "; its rerun is on the Claims page's reruns table"
 GRID_RERUN_PREFIX = "grid rerun at the verdict's scale, still-rising cells counted: "
 
 
-def grid_apart(module, grid=None) -> bool:
+def grid_apart(module, grid=None, claim: str | None = None) -> bool:
     """Whether a chapter's verdicts have moved off its reduced profile onto a rerun at a larger scale
-    (``verdict_basis()``: FedGMKD's 50 rounds, FedCKD's paper column) while its robustness grid
+    (``verdict_basis()``: FedGMKD's 50 rounds, FedCKD's paper column; with ``claim``, that claim's
+    verdict; without, any of them, :attr:`VerdictBasis.moved`) while its robustness grid
     (``grid``, :func:`~.robustness.grid_of`'s) is still the one derived from the reduced profile."""
     from .robustness import grid_of
 
-    if not hasattr(module, "verdict_basis") or module.verdict_basis().params == module.REDUCED_PROFILE:
+    if not hasattr(module, "verdict_basis"):
+        return False
+    basis = module.verdict_basis()
+    if basis.params == module.REDUCED_PROFILE and not (claim in basis.moved if claim else basis.moved):
         return False
     return not (grid or grid_of(module)).rerun
 
 
-def grid_scale_prefix(module, grid=None) -> str:
-    """:data:`GRID_APART_PREFIX` where the verdicts and the robustness grid read runs at different
-    scales (:func:`grid_apart`), :data:`GRID_RERUN_PREFIX` where the grid is rerun at the verdicts'
-    scale and judged as they are, every cell counted; else ""."""
+def grid_scale_prefix(module, grid=None, claim: str | None = None) -> str:
+    """:data:`GRID_APART_PREFIX` where the verdicts (``claim``'s, or any) and the robustness grid
+    read runs at different scales (:func:`grid_apart`), :data:`GRID_RERUN_PREFIX` where the grid is
+    rerun at the verdicts' scale and judged as they are, every cell counted; else ""."""
     from .robustness import grid_of
 
     if not hasattr(module, "verdict_basis"):  # verdicts that never move: the grid is at their scale
         return ""
     grid = grid or grid_of(module)
-    if grid_apart(module, grid):
+    if grid_apart(module, grid, claim):
         listed = any(rerun.robustness for rerun in getattr(module, "RERUNS", ()))
         return GRID_APART_PREFIX.format(rerun=GRID_RERUN_LISTED if listed else "")
     return GRID_RERUN_PREFIX if grid.rerun and not grid.enforce_gate else ""
@@ -589,19 +624,24 @@ def box_html(rows: pd.DataFrame) -> str:
     """A chapter's ledger rows as the verdict box: per claim its verdict word, effect with its
     95% interval, the cells where it holds, the paper's own verdict, linked to the table it rests
     on; what a verdict leaves out (a best round that differs, the note) under the claim; the scale and the records
-    under the table (the same for every claim of a chapter, so said once)."""
+    under the table where every claim has the same, else each claim's records under its verdict
+    (a chapter whose claims move onto a rerun one by one, as FedCKD's)."""
     from ..tables import TABLE_CLASS
 
+    judged = rows[~rows.evidence.isin(("—", NO_RECORDS)) & (rows.verdict != UNTESTABLE)]
+    evidence = [str(e) for e in judged.evidence]
+    apart = len(set(evidence)) > 1  # untestable rows give their reason as evidence: not records
     lines = []
     for _, row in rows.iterrows():
         best = differing_best_round(row)
         small = (f"<br><small>{escape(best)}</small>" if best else "") + note_html(row.note)
         claim = f'<a href="{claim_anchor(row.section)}">{escape(row.claim)}</a>{small}'
-        cells = [claim, verdict_html(row), escape(row.effect), escape(row.cells), escape(row.paper)]
+        verdict = verdict_html(row) + (f"<br><small>{escape(str(row.evidence))}</small>" if apart else "")
+        cells = [claim, verdict, escape(row.effect), escape(row.cells), escape(row.paper)]
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{escape(c)}</th>" for c in BOX_COLUMNS)
     scale = "; ".join(dict.fromkeys(str(s) for s in rows.scale if s != "—"))
-    records = "; ".join(dict.fromkeys(str(e) for e in rows.evidence if e not in ("—", NO_RECORDS)))
+    records = "under each verdict" if apart else "; ".join(dict.fromkeys(evidence))
     caption = "".join(f"<br><b>{label}</b> {escape(text)}" for label, text in
                       (("Scale:", scale), ("Records:", records or NO_RECORDS)) if text)
     return (f'<table class="{TABLE_CLASS} verdict-box"><thead><tr>{head}</tr></thead>'
@@ -663,12 +703,13 @@ def cell_verdicts(module, records, value: str = "final", enforce_gate: bool = Tr
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
-def show_cell_verdicts(module, records, enforce_gate: bool = True, label: str | None = None) -> pd.DataFrame:
+def show_cell_verdicts(module, records, enforce_gate: bool = True, label: str | None = None,
+                       claims=None) -> pd.DataFrame:
     """Display, per profile of ``records`` (runs of two profiles are never paired), the heatmap of
     :func:`cell_verdicts` on the final round and on the best round, with one caption under the
     pair; return the final-round cells.
     ``enforce_gate`` as the verdicts on these records use it; ``label`` names the records in the
-    titles (default: their profile)."""
+    titles (default: their profile); ``claims``: only these claims' columns (default: every claim)."""
     import matplotlib.pyplot as plt
     from IPython.display import Markdown, display
 
@@ -679,6 +720,8 @@ def show_cell_verdicts(module, records, enforce_gate: bool = True, label: str | 
         runs = [record for record in records if record.profile == profile]
         for value, moment in (("final", "final round"), ("best", "best round")):
             table = cell_verdicts(module, runs, value, enforce_gate)
+            if claims is not None:
+                table = table[table.claim.isin(claims)]
             if not len(table):
                 continue
             if value == "final":

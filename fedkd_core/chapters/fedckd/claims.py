@@ -158,19 +158,40 @@ def claim_effects(records) -> pd.DataFrame:
 def verdict_basis(root=None) -> VerdictBasis:
     """The paper-scale Fashion-MNIST n = 100 column (:data:`PAPER_FMNIST100`) once every one of its
     runs is committed or diverged, judged without the convergence gate (T = 100 is the paper's); until then the
-    committed reduced-profile records (cells that are still rising do not count). A partial column
-    would judge a claim on whichever seeds and settings the sweep reached first (one seed of a few
-    methods, with no interval), and take the claims it cannot judge yet off the reduced evidence."""
+    committed reduced-profile records (cells that are still rising do not count), except for the
+    claims ``moved`` to the column already: those whose every run is finished, so that no run still
+    to come can change them (:func:`~fedkd_core.chapters.ledger.claims_settled`: Table IV's pair
+    once its six runs are in). A claim is never judged on part of its runs (one seed of a few
+    methods, with no interval, on whichever seeds the sweep reached first)."""
+    from dataclasses import replace
+
     from ..ledger import rerun_or
 
-    return rerun_or(VerdictBasis(REDUCED_PROFILE, reduced_profile_records(root), scale_text(REDUCED_PROFILE), True),
-                    VerdictBasis(PAPER_FMNIST100, paper_scale_records(root), scale_text(PAPER_FMNIST100), False),
-                    experiments(PAPER_FMNIST100), root)
+    paper = paper_scale_records(root)
+    basis = rerun_or(VerdictBasis(REDUCED_PROFILE, reduced_profile_records(root), scale_text(REDUCED_PROFILE), True),
+                     VerdictBasis(PAPER_FMNIST100, paper, scale_text(PAPER_FMNIST100), False),
+                     experiments(PAPER_FMNIST100), root)
+    return basis if basis.params == PAPER_FMNIST100 else replace(basis, moved=settled_claims(paper, root))
+
+
+def settled_claims(records, root=None) -> tuple[str, ...]:
+    """The claims whose every paper-scale run is finished among ``records`` (the column's committed
+    records) and its stored divergences (:func:`~fedkd_core.chapters.ledger.claims_settled`)."""
+    from ...results import stored_divergences
+    from ..ledger import claims_settled
+
+    if not records:
+        return ()
+    planned = experiments(PAPER_FMNIST100)
+    to_come = pd.DataFrame(_unfinished(planned, records, stored_divergences(planned, root)),
+                           columns=list(EFFECT_CELL_KEYS) + ["seed", "algorithm", "final"])
+    return claims_settled(effects_of, observations(records), to_come, list(EFFECT_CELL_KEYS) + ["seed"])
 
 
 def verdict_basis_text(root=None) -> str:
     """What the verdicts rest on now (:func:`~fedkd_core.chapters.ledger.basis_text`): how many of
-    the paper-scale column's runs are finished, and the profile the verdicts are judged on."""
+    the paper-scale column's runs are finished, the profile the verdicts are judged on, and the
+    claims judged on the column already."""
     from ..ledger import basis_text
 
     basis = verdict_basis(root)
@@ -180,18 +201,61 @@ def verdict_basis_text(root=None) -> str:
 
 
 def ledger_rows(root=None) -> pd.DataFrame:
-    """FedCKD's claims for the book's Claims page, judged on :func:`verdict_basis`'s records.
-    Table IV's annealing pair runs on Fashion-MNIST; the paper's is on CIFAR-100, so its side of
-    that claim is CIFAR-100's."""
-    from ..ledger import evidence, judged_rows
+    """FedCKD's claims for the book's Claims page, judged on :func:`verdict_basis`'s records; a
+    claim moved to the paper-scale column already is judged there. Each claim is judged on the runs
+    it compares (:func:`claim_rows`). Table IV's annealing pair runs on Fashion-MNIST; the paper's
+    is on CIFAR-100, so its side of that claim is CIFAR-100's."""
+    basis = verdict_basis(root)
+    rows = claim_rows(basis.params, basis.records, basis.scale, basis.enforce_gate, root)
+    if not basis.moved:
+        return rows
+    paper = claim_rows(PAPER_FMNIST100, paper_scale_records(root), scale_text(PAPER_FMNIST100), False, root)
+    moved = paper[paper.claim.isin(basis.moved)]
+    kept = rows[~rows.claim.isin(basis.moved)]
+    return pd.concat([kept, moved]).set_index("claim").loc[list(rows.claim)].reset_index()[rows.columns]
 
+
+def claim_rows(params, records, scale: str, enforce_gate: bool, root=None) -> pd.DataFrame:
+    """The ledger's rows of every claim of ``records`` of the profile ``params``, each judged on the
+    runs it compares (:func:`records_read`: its evidence counts them, and its interval is widened
+    for machines that compute differently only where its own pairs of runs mix them), with the
+    seeds a diverged run of that profile left out named in the note (:func:`diverged_seeds`)."""
     from ...results import stored_divergences
 
-    module = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
-    basis = verdict_basis(root)
-    rows = judged_rows("FedCKD", module, basis.records, "fedckd.html#verdict", basis.scale, evidence(basis.records),
-                       enforce_gate=basis.enforce_gate, sections={ANNEALING_CLAIM: "fedckd.html#table-iv-annealing"})
-    left_out = diverged_seeds(basis.records, stored_divergences(experiments(basis.params), root))
+    every = _judged(records, scale, enforce_gate)
+
+    def row_of(claim: str) -> pd.DataFrame:
+        read = records_read(claim, records)
+        judged = _judged(read, scale, enforce_gate) if read and len(read) < len(records) else every
+        return judged[judged.claim == claim]
+
+    rows = pd.concat([row_of(claim) for claim in every.claim], ignore_index=True)
+    left_out = diverged_seeds(records, stored_divergences(experiments(params), root))
     rows["note"] = [("; ".join(filter(None, [note, LEFT_OUT + left_out[claim] if claim in left_out else ""])))
                     for claim, note in zip(rows.claim, rows.note)]
     return rows
+
+
+def _judged(records, scale: str, enforce_gate: bool) -> pd.DataFrame:
+    from ..ledger import evidence, judged_rows
+
+    module = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
+    return judged_rows("FedCKD", module, records, "fedckd.html#verdict", scale, evidence(records),
+                       enforce_gate=enforce_gate, sections={ANNEALING_CLAIM: "fedckd.html#table-iv-annealing"})
+
+
+def records_read(claim: str, records) -> list:
+    """The runs of ``records`` that ``claim``'s effects read: those without which its effect in
+    some cell and seed changes or goes (none where the claim has no effect on ``records``)."""
+    keys = list(EFFECT_CELL_KEYS) + ["seed"]
+    observed = observations(records)
+    effects = effects_of(observed).set_index(keys)
+    if claim not in effects.columns:
+        return []
+    every = effects[claim].dropna().sort_index()
+
+    def read(i: int) -> bool:
+        without = effects_of(observed.drop(index=i)).set_index(keys)
+        return claim not in without.columns or not without[claim].dropna().sort_index().equals(every)
+
+    return [record for i, record in enumerate(records) if read(i)]

@@ -14,7 +14,7 @@ from ...precision import check_mixed_precision, precision_name
 from ..card import Setting, settings_table
 from ..datafiles import profile_columns
 from .grid import Params, algorithm_params, images_text, scenarios_text
-from .profiles import REDUCED_PROFILE
+from .profiles import PAPER_FMNIST100, REDUCED_PROFILE
 
 # What the paper says of each field of fedkd_core.algorithms.fedckd.FedCKDConfig, and our source:
 # a field without an entry here is a KeyError, so a new choice of the method cannot go unlisted.
@@ -92,15 +92,17 @@ TRAINING_SETTINGS = [
 ]
 
 
-def settings_columns(params: Params, verdicts: Params) -> dict[str, Params]:
+def settings_columns(params: Params, verdicts: Params, moved: int = 0) -> dict[str, Params]:
     """The profiles whose values the table gives: the reduced profile (its committed records fill
-    the tables), ``verdicts`` (the profile the verdicts rest on, :func:`~.claims.verdict_basis`) and
-    this page's ``params``; a profile in several roles is one column (:func:`datafiles.profile_columns`)."""
-    return profile_columns([(REDUCED_PROFILE, "the committed records"), (verdicts, "verdicts"),
+    the tables), ``verdicts`` (the profile the verdicts rest on, :func:`~.claims.verdict_basis`),
+    the paper-scale column where ``moved`` claims rest on it already, and this page's ``params``; a
+    profile in several roles is one column (:func:`datafiles.profile_columns`)."""
+    early = [(PAPER_FMNIST100, f"verdicts of {moved} claim{'s' if moved > 1 else ''}")] if moved else []
+    return profile_columns([(REDUCED_PROFILE, "the committed records"), (verdicts, "other verdicts" if moved else "verdicts"), *early,
                             (params, "this page")])
 
 
-def hyperparameter_table(params: Params, verdicts: Params) -> pd.DataFrame:
+def hyperparameter_table(params: Params, verdicts: Params, moved: int = 0) -> pd.DataFrame:
     """The chapter's hyperparameter table: FedCKD's choices, then the training and baselines'
     settings, one column per profile of :func:`settings_columns`."""
-    return settings_table(method_settings() + TRAINING_SETTINGS, settings_columns(params, verdicts))
+    return settings_table(method_settings() + TRAINING_SETTINGS, settings_columns(params, verdicts, moved))

@@ -28,7 +28,8 @@ PAPER_FMNIST100 = profile(Params, "paper/fedckd_fmnist100.yaml")
 ROBUSTNESS_BASE = profile(Params, "robustness/fedckd.yaml")
 
 
-# The reruns the verdicts move onto once every run is finished, and the rows they decide (the Claims
-# page shows how far each has got; the rows' scale says which records they rest on now).
+# The reruns the verdicts move onto once every run is finished (FedCKD's claim by claim, once every run
+# a claim compares is: ``claims.verdict_basis``), and the rows they decide (the Claims page shows how
+# far each has got; the rows' scale says which records they rest on now).
 RERUNS = (Rerun("FedCKD", PAPER_FMNIST100, "paper/fedckd_fmnist100.yaml",
-                "every FedCKD row", pace_reference=REDUCED_PROFILE),)
+                "every FedCKD row, claim by claim", pace_reference=REDUCED_PROFILE),)
