@@ -499,11 +499,13 @@ def test_each_claim_is_judged_on_the_runs_it_compares_only(monkeypatch):
         [{"dataset": "fashion_mnist", "setting": "practical", "clients": 100, "seed": r.seed, "algorithm": r.algorithm,
           "final": r.final, "best": r.final} for r in records]))
     names = {id(r): (r.algorithm, r.seed) for r in runs}
-    read = {claim: sorted(names[id(r)] for r in claims.records_read(claim, runs))
-            for claim in ("FedCKD > pFedSD", claims.ANNEALING_CLAIM)}
+    reads = claims.records_read(runs)
+    read = {claim: sorted(names[id(r)] for r in reads[claim]) for claim in ("FedCKD > pFedSD", claims.ANNEALING_CLAIM)}
     assert read["FedCKD > pFedSD"] == [("fedckd", 0), ("fedckd", 1), ("fedckd", 2), ("pfedsd", 0), ("pfedsd", 1), ("pfedsd", 2)]
     assert read[claims.ANNEALING_CLAIM] == [("fedckd", 0), ("fedckd", 1), (claims.CONSTANT, 0), (claims.CONSTANT, 1)]
-    assert claims.records_read("no such claim", runs) == []
+    assert set(reads) == {"FedCKD > pFedSD", "FedCKD best of the methods run", claims.ANNEALING_CLAIM,
+                          "every personalised method beats FedAvg and FedProx"}
+    assert len(reads["FedCKD best of the methods run"]) == 9  # FedCKD, pFedSD and FedAvg in seeds 0-2
 
     judged_with = []
 

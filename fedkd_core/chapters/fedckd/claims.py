@@ -222,10 +222,10 @@ def claim_rows(params, records, scale: str, enforce_gate: bool, root=None) -> pd
     seeds a diverged run of that profile left out named in the note (:func:`diverged_seeds`)."""
     from ...results import stored_divergences
 
-    every = _judged(records, scale, enforce_gate)
+    every, reads = _judged(records, scale, enforce_gate), records_read(records)
 
     def row_of(claim: str) -> pd.DataFrame:
-        read = records_read(claim, records)
+        read = reads.get(claim, [])
         judged = _judged(read, scale, enforce_gate) if read and len(read) < len(records) else every
         return judged[judged.claim == claim]
 
@@ -244,18 +244,17 @@ def _judged(records, scale: str, enforce_gate: bool) -> pd.DataFrame:
                        enforce_gate=enforce_gate, sections={ANNEALING_CLAIM: "fedckd.html#table-iv-annealing"})
 
 
-def records_read(claim: str, records) -> list:
-    """The runs of ``records`` that ``claim``'s effects read: those without which its effect in
-    some cell and seed changes or goes (none where the claim has no effect on ``records``)."""
+def records_read(records) -> dict[str, list]:
+    """Per claim with an effect on ``records``, the runs of them its effects read: those without
+    which its effect in some cell and seed changes or goes."""
     keys = list(EFFECT_CELL_KEYS) + ["seed"]
     observed = observations(records)
     effects = effects_of(observed).set_index(keys)
-    if claim not in effects.columns:
-        return []
-    every = effects[claim].dropna().sort_index()
-
-    def read(i: int) -> bool:
+    every = {claim: effects[claim].dropna().sort_index() for claim in effects.columns}
+    read: dict[str, list] = {claim: [] for claim in every}
+    for i, record in enumerate(records):
         without = effects_of(observed.drop(index=i)).set_index(keys)
-        return claim not in without.columns or not without[claim].dropna().sort_index().equals(every)
-
-    return [record for i, record in enumerate(records) if read(i)]
+        for claim, effect in every.items():
+            if claim not in without.columns or not without[claim].dropna().sort_index().equals(effect):
+                read[claim].append(record)
+    return read
