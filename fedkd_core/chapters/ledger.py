@@ -500,7 +500,8 @@ def robustness_column(module, rows: pd.DataFrame) -> pd.DataFrame:
     texts = robustness_texts(table, planned=len(module.ROBUSTNESS))
     grid_claim = getattr(module, "robustness_claim", lambda claim: claim)
     prefix = getattr(module, "ROBUSTNESS_ROW_PREFIX", "")
-    scale = {claim: grid_scale_prefix(module, grid, claim) for claim in rows.claim}
+    basis = module.verdict_basis() if hasattr(module, "verdict_basis") else None  # once, not once per claim
+    scale = {claim: grid_scale_prefix(module, grid, claim, basis) for claim in rows.claim}
     return rows.assign(robustness=[prefix + scale[claim] + texts[grid_claim(claim)]
                                    if grid_claim(claim) in texts.index else "—" for claim in rows.claim])
 
@@ -513,31 +514,33 @@ GRID_RERUN_LISTED = "; its rerun is on the Claims page's reruns table"
 GRID_RERUN_PREFIX = "grid rerun at the verdict's scale, still-rising cells counted: "
 
 
-def grid_apart(module, grid=None, claim: str | None = None) -> bool:
+def grid_apart(module, grid=None, claim: str | None = None, basis: VerdictBasis | None = None) -> bool:
     """Whether a chapter's verdicts have moved off its reduced profile onto a rerun at a larger scale
     (``verdict_basis()``: FedGMKD's 50 rounds, FedCKD's paper column; with ``claim``, that claim's
     verdict; without, any of them, :attr:`VerdictBasis.moved`) while its robustness grid
-    (``grid``, :func:`~.robustness.grid_of`'s) is still the one derived from the reduced profile."""
+    (``grid``, :func:`~.robustness.grid_of`'s) is still the one derived from the reduced profile.
+    ``basis``: the chapter's ``verdict_basis()`` where the caller has it already."""
     from .robustness import grid_of
 
     if not hasattr(module, "verdict_basis"):
         return False
-    basis = module.verdict_basis()
+    basis = basis or module.verdict_basis()
     if basis.params == module.REDUCED_PROFILE and not (claim in basis.moved if claim else basis.moved):
         return False
     return not (grid or grid_of(module)).rerun
 
 
-def grid_scale_prefix(module, grid=None, claim: str | None = None) -> str:
+def grid_scale_prefix(module, grid=None, claim: str | None = None, basis: VerdictBasis | None = None) -> str:
     """:data:`GRID_APART_PREFIX` where the verdicts (``claim``'s, or any) and the robustness grid
     read runs at different scales (:func:`grid_apart`), :data:`GRID_RERUN_PREFIX` where the grid is
-    rerun at the verdicts' scale and judged as they are, every cell counted; else ""."""
+    rerun at the verdicts' scale and judged as they are, every cell counted; else "" (``basis`` as
+    :func:`grid_apart`'s)."""
     from .robustness import grid_of
 
     if not hasattr(module, "verdict_basis"):  # verdicts that never move: the grid is at their scale
         return ""
     grid = grid or grid_of(module)
-    if grid_apart(module, grid, claim):
+    if grid_apart(module, grid, claim, basis):
         listed = any(rerun.robustness for rerun in getattr(module, "RERUNS", ()))
         return GRID_APART_PREFIX.format(rerun=GRID_RERUN_LISTED if listed else "")
     return GRID_RERUN_PREFIX if grid.rerun and not grid.enforce_gate else ""
@@ -628,9 +631,9 @@ def box_html(rows: pd.DataFrame) -> str:
     (a chapter whose claims move onto a rerun one by one, as FedCKD's)."""
     from ..tables import TABLE_CLASS
 
-    judged = rows[~rows.evidence.isin(("—", NO_RECORDS)) & (rows.verdict != UNTESTABLE)]
-    evidence = [str(e) for e in judged.evidence]
-    apart = len(set(evidence)) > 1  # untestable rows give their reason as evidence: not records
+    evidence = [str(e) for e in rows.evidence if e not in ("—", NO_RECORDS)]
+    # untestable rows give their reason as evidence, not records: they do not set the box apart
+    apart = len({str(e) for e in rows.evidence[rows.verdict != UNTESTABLE] if e not in ("—", NO_RECORDS)}) > 1
     lines = []
     for _, row in rows.iterrows():
         best = differing_best_round(row)

@@ -210,9 +210,8 @@ def ledger_rows(root=None) -> pd.DataFrame:
     if not basis.moved:
         return rows
     paper = claim_rows(PAPER_FMNIST100, paper_scale_records(root), scale_text(PAPER_FMNIST100), False, root)
-    moved = paper[paper.claim.isin(basis.moved)]
-    kept = rows[~rows.claim.isin(basis.moved)]
-    return pd.concat([kept, moved]).set_index("claim").loc[list(rows.claim)].reset_index()[rows.columns]
+    return pd.concat([(paper if claim in basis.moved else rows)[lambda f, c=claim: f.claim == c] for claim in rows.claim],
+                     ignore_index=True)[rows.columns]
 
 
 def claim_rows(params, records, scale: str, enforce_gate: bool, root=None) -> pd.DataFrame:
