@@ -142,6 +142,13 @@ def claim_effects(rows: pd.DataFrame, ax, reading: str, title: str = "") -> None
 OUTCOME_MARKS = {"holds": "✓", "reversed": "✗", "inconclusive": "·", "left out": "○"}
 
 
+def effect_label(effect: float) -> str:
+    """An effect in points, short but never rounded to nothing: one decimal from 1 point up, two
+    significant digits below ("+2.4", "+0.35", "+0.047"), so a small effect whose interval lies
+    above zero never reads "+0.0 ✓"."""
+    return f"{effect:+.1f}" if abs(effect) >= 0.95 or effect == 0 else f"{effect:+.2g}"
+
+
 def cell_verdicts(table: pd.DataFrame, title: str = ""):
     """A claims x cells heatmap of :func:`fedkd_core.chapters.ledger.cell_verdicts`: colour the mean
     effect in points (blue where the claim is true, red where reversed), each square marked ✓
@@ -164,7 +171,7 @@ def cell_verdicts(table: pd.DataFrame, title: str = ""):
         for i, cell in enumerate(cells):
             if (claim, cell) in marks.index:
                 row = marks.loc[(claim, cell)]
-                ax.text(j, i, f"{OUTCOME_MARKS[row.outcome]} {row.effect:+.1f}", ha="center", va="center", fontsize=11)
+                ax.text(j, i, f"{OUTCOME_MARKS[row.outcome]} {effect_label(row.effect)}", ha="center", va="center", fontsize=11)
     ax.set_yticks(range(len(cells)), cells)
     ax.set_xticks(range(len(claims)), ["\n".join(textwrap.wrap(c, 16)) for c in claims])
     ax.xaxis.tick_top()

@@ -76,3 +76,15 @@ def test_learning_curves_of_a_short_run_tick_whole_rounds_only():
     ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
     assert ticks and all(float(t).is_integer() for t in ticks)
     plt.close(fig)
+
+
+def test_a_small_effect_in_the_cell_heatmap_keeps_its_digits_rather_than_reading_zero():
+    import pandas as pd
+
+    table = pd.DataFrame({"claim": ["anneal", "anneal", "anneal", "fuse"], "cell": ["a", "b", "c", "a"],
+                          "effect": [0.047, -0.35, 2.44, 0.0], "outcome": ["holds", "inconclusive", "holds", "inconclusive"]})
+    fig = plots.cell_verdicts(table)
+    texts = sorted(t.get_text() for t in fig.axes[0].texts)
+    assert texts == ["· +0.0", "· -0.35", "✓ +0.047", "✓ +2.4"]
+    assert [plots.effect_label(e) for e in (0.96, -0.94, 12.345)] == ["+1.0", "-0.94", "+12.3"]
+    plt.close(fig)
