@@ -138,7 +138,7 @@ def test_a_grid_does_not_count_runs_it_shares_with_another_profile_as_its_own():
 
     _, configs = load_grid("fedgmkd", path, robustness=True)
     results = card.PARAMS.parents[1] / "results"
-    shared = card.filed_elsewhere(configs, "robustness", results)
+    shared = card.filed_elsewhere(card.stored_runs(configs, results), "robustness")
     assert len(configs) == 126 and len(shared) == 81 and {c.rounds for c in shared} == {50}
     assert " of 45 runs" in card.cost_header(path, results)[-1]
     assert " of 126 runs" in card.cost_header(path, results / "nowhere")[-1]  # nothing committed: every run its own

@@ -137,18 +137,46 @@ def profile_records(chapter: str, profile: str, paths: list[Path], results=None)
     records = {}
     for path in paths:
         _, configs = load_grid(chapter, path, robustness=profile == "robustness")
-        records.update(grid_records(configs, profile, results))
+        records.update(grid_records(stored_runs(configs, results), profile))
     return list(records.values())
 
 
-def grid_records(configs, profile: str, results=None) -> dict:
-    """The committed records of ``configs`` filed under ``results/<profile>/``, by key (the folder,
-    not the record's own label: a superseded profile's records that a robustness grid still reads
-    are filed under ``robustness/`` with their old label, ``tools/supersede_records.py``)."""
-    from ..results import read_record, stored_paths
+@dataclass(frozen=True)
+class StoredRun:
+    """One planned run's committed files, found once: its config, its records and its divergences
+    under every profile (:func:`fedkd_core.results.stored_paths` order, paper first)."""
 
-    filed = (next((p for p in stored_paths(config, root=results) if p.parent.parent.name == profile), None)
-             for config in configs)
+    config: Any
+    records: tuple
+    diverged: tuple
+
+    def folders(self) -> set[str]:
+        """The profiles it is filed under (record or divergence)."""
+        return {path.parent.parent.name for path in self.records + self.diverged}
+
+
+def stored_runs(configs, results=None) -> list[StoredRun]:
+    """:class:`StoredRun` of each config: its key computed once and its files globbed once, which the
+    cost functions below then share (each used to hash and glob every config again: ~5 globs and
+    4 hashes a config, over ~5,000 configs for the cost table)."""
+    from ..results import DIVERGED_SUFFIX, RECORD_SUFFIX, config_hash, key_paths
+
+    def found(config):
+        key = config_hash(config)
+        return StoredRun(config, tuple(key_paths(config.algorithm, key, RECORD_SUFFIX, results)),
+                         tuple(key_paths(config.algorithm, key, DIVERGED_SUFFIX, results)))
+
+    return [found(config) for config in configs]
+
+
+def grid_records(runs: list[StoredRun], profile: str) -> dict:
+    """The committed records of ``runs`` (:func:`stored_runs`) filed under ``results/<profile>/``, by
+    key (the folder, not the record's own label: a superseded profile's records that a robustness
+    grid still reads are filed under ``robustness/`` with their old label,
+    ``tools/supersede_records.py``)."""
+    from ..results import read_record
+
+    filed = (next((p for p in run.records if p.parent.parent.name == profile), None) for run in runs)
     return {record.key: record for record in map(read_record, filter(None, filed))}
 
 
@@ -299,18 +327,18 @@ def grid_cost(path: Path, results=None) -> GridCost:
     chapter = chapter_of(path)
     profile = path.parent.parent.name if path.parent.name == REDESIGN else path.parent.name
     _, configs = load_grid(chapter, path, robustness=profile == "robustness")
-    records = list(grid_records(configs, profile, results).values())
-    planned = len(configs) - len(filed_elsewhere(configs, profile, results))
-    return GridCost(records, grid_divergences(configs, profile, results), planned)
+    runs = stored_runs(configs, results)
+    records = list(grid_records(runs, profile).values())
+    return GridCost(records, grid_divergences(runs, profile), len(configs) - len(filed_elsewhere(runs, profile)))
 
 
-def grid_divergences(configs, profile: str, results=None) -> list:
-    """The stored divergences of ``configs`` filed under ``results/<profile>/``, of runs with no
-    record anywhere (a record, from a rerun elsewhere, takes the divergence's place)."""
-    from ..results import DIVERGED_SUFFIX, read_divergence, stored_paths
+def grid_divergences(runs: list[StoredRun], profile: str) -> list:
+    """The stored divergences of ``runs`` (:func:`stored_runs`) filed under ``results/<profile>/``, of
+    runs with no record anywhere (a record, from a rerun elsewhere, takes the divergence's place)."""
+    from ..results import read_divergence
 
-    filed = (next((path for path in stored_paths(config, DIVERGED_SUFFIX, results) if path.parent.parent.name == profile),
-                  None) for config in configs if not stored_paths(config, root=results))
+    filed = (next((path for path in run.diverged if path.parent.parent.name == profile), None)
+             for run in runs if not run.records)
     return [read_divergence(path) for path in filed if path is not None]
 
 
@@ -322,18 +350,12 @@ def cost_header(path: Path, results=None) -> list[str]:
             f"{COST_CONTINUED}{grid_cost_text(grid_cost(path, results))}."]
 
 
-def filed_elsewhere(configs, profile: str, results=None) -> list:
-    """The ``configs`` whose records (or divergences) are committed under another profile and not
-    under ``profile``: runs a grid shares with another (FedGMKD's 50-round robustness grid reads its
-    base reading's runs from the 50-round rerun, filed under ``reduced/``), so that profile's cost,
-    not this one's."""
-    from ..results import DIVERGED_SUFFIX, RECORD_SUFFIX, stored_paths
-
-    def folders(config):
-        return {path.parent.parent.name for suffix in (RECORD_SUFFIX, DIVERGED_SUFFIX)
-                for path in stored_paths(config, suffix, root=results)}
-
-    return [config for config in configs if folders(config) and profile not in folders(config)]
+def filed_elsewhere(runs: list[StoredRun], profile: str) -> list:
+    """The configs of ``runs`` (:func:`stored_runs`) whose records (or divergences) are committed
+    under another profile and not under ``profile``: runs a grid shares with another (FedGMKD's
+    50-round robustness grid reads its base reading's runs from the 50-round rerun, filed under
+    ``reduced/``), so that profile's cost, not this one's."""
+    return [run.config for run in runs if run.folders() and profile not in run.folders()]
 
 
 def with_cost_header(text: str, header: list[str]) -> str:
