@@ -149,7 +149,9 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # measured verdict and what tuning did to it elsewhere. KnFu's CIFAR-10 rows as first coded read so
 # until their rerun under the schedules tuned on MNIST was complete.
 #
-# **Beside the paper's effect.** The paper's side is judged on the cells our verdict kept. Where
+# **Beside the paper's effect.** The paper's side is judged on the cells our verdict's interval reads
+# (those that pass the convergence gate and have two seeds or more; a one-seed cell has no spread);
+# for a claim *untested at this scale* (the gate kept no cell), on every cell we ran. Where
 # it *holds* (or *partly*), our verdict says how our effect compares with the paper's
 # (`fedkd_core.verdicts.versus_paper`): *smaller than* or *larger than the paper's* where the two 95%
 # intervals do not overlap, *consistent with the paper's* where they do, and for an inconclusive

@@ -309,8 +309,8 @@ cells_shown = pd.concat([ledger.show_cell_verdicts(knfu, runs, label=label) for 
 # ## Fig. 3 and Fig. 4: learning curves
 #
 # ALMA per round, mean over seeds with a ± 1 std band. Fig. 3 fixes $\alpha = 0.5$ and varies
-# $|D_n|$; Fig. 4 fixes $|D_n| = 100$ and varies $\alpha$. Panels show whatever of those cells
-# this profile ran (MNIST); below them, every CIFAR-10 cell (the paper shows none), where FedMD's
+# $|D_n|$; Fig. 4 fixes $|D_n| = 100$ and varies $\alpha$. Panels show whichever of those cells
+# the records shown cover (MNIST; each caption names their profile); below them, every CIFAR-10 cell (the paper shows none), where FedMD's
 # late decline at α = 0.1 is why the final and best rounds can disagree.
 
 # %% tags=["hide-input"]
@@ -360,7 +360,9 @@ tables.show(communication.rename(columns={"size": "|D_n|"}), digits=1)
 # %% [markdown]
 # ## Beside the paper, in numbers
 #
-# Computed from the tables above (this page's profile; the verdicts are in the box at the top).
+# Computed from the records of the tables above, and of FedMD in its original form where they are
+# committed (not in those tables: its own cells and seeds, which the lines name); the verdicts are
+# in the box at the top.
 
 # %% tags=["hide-input"]
 display(Markdown(report.markdown_list(knfu.verdict(ours, paper_ran))))

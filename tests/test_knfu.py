@@ -411,6 +411,13 @@ def test_a_method_run_in_fewer_cells_is_compared_on_its_own_cells_only():
                         "FedMD (original form) with 3 seeds per cell): FedMD (original form) 95.0, KnFu 90.0, FedMD 80.0; "
                         "on cifar10 (1 of 2 cells, FedMD (original form) with 1 seed per cell): KnFu 50.0, "
                         "FedMD (original form) 45.0, FedMD 40.0.")
+    # run in every cell but with fewer seeds (its sweep under way): beside the others, not ranked with them
+    everywhere = pd.concat([ours, ours.iloc[[4, 9]].assign(alpha=0.5, mean=65.0)], ignore_index=True)
+    lines = chapter.tables.ranking_lines(everywhere)
+    assert lines[0] == "Mean ALMA over the 4 cells every method ran: KnFu 60.0, FedMD 50.0."
+    assert lines[1].startswith("FedMD (original form) ran in 4 of the 4 cells, with fewer seeds than the others; "
+                               "on its own cells, on mnist (2 of 2 cells, FedMD (original form) with 3 seeds per cell): "
+                               "FedMD (original form) 80.0, KnFu 80.0, FedMD 70.0;")
 
 
 def test_seed_counts_are_given_per_dataset_naming_the_method_with_fewer():

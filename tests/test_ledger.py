@@ -113,6 +113,22 @@ def test_cells_the_gate_leaves_out_of_a_verdict_are_marked_so():
     assert ledger.judge_chapter(toy_chapter(), runs, enforce_gate=False)["A > B"]["paper"].cells == 2
 
 
+def test_the_papers_side_leaves_out_a_cell_our_interval_leaves_out_for_having_one_seed():
+    """FedCKD > pFedSD at paper scale: pFedSD diverged in two of the pathological cell's three seeds,
+    so our interval reads the practical cell alone; the paper's side read both cells (+0.04 where
+    the practical cell alone gives +0.01). The toy paper: A leads by 10 in c1, by 30 in c2."""
+    tiny = toy_chapter()
+    tiny.paper_observations = lambda: pd.DataFrame({"cell": ["c1", "c1", "c2", "c2"], "method": ["A", "B"] * 2,
+                                                    "mean": [80.0, 70.0, 81.0, 51.0], "std": [0.5] * 4})
+    runs = [(cell, method, seed, 0.80 + 0.02 * (method == "A") + 0.001 * seed, 0.8, 12, 0.0)
+            for cell in ("c1", "c2") for seed in range(3) for method in ("A", "B") if cell == "c1" or seed == 0]
+    for enforce_gate in (True, False):
+        judged = ledger.judge_chapter(tiny, runs, enforce_gate=enforce_gate)["A > B"]
+        assert judged["final"].cells == 2 and "1 cell with one seed left out of the interval" in judged["final"].note
+        assert judged["paper"].cells == 1 and abs(judged["paper"].interval.mean - 10.0) < 0.2  # c1 alone, not +20
+    one_seed_everywhere = [run for run in runs if run[2] == 0]  # no cell has two seeds: the mean reads both
+    assert ledger.judge_chapter(tiny, one_seed_everywhere)["A > B"]["paper"].cells == 2
+
 def sign_counts(frame):
     """FedCKD's claims as (cells where it holds, cells), by the sign of each cell's effect."""
     from fedkd_core.verdicts import paper_verdicts

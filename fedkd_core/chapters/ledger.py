@@ -230,7 +230,7 @@ def _seeds_per_cell(records) -> str:
 def judge_chapter(module, records, enforce_gate: bool = True, gates: dict | None = None) -> dict[str, dict]:
     """Per claim of ``module`` on ``records``: the :class:`~fedkd_core.verdicts.Verdict` on the
     final round ("final"), on each run's best round ("best"), and on the paper's tables over the
-    same cells ("paper": the cells our final verdict kept; over the paper's own cells for a claim
+    same cells ("paper": the cells our final verdict's interval reads, :func:`interval_cells`; over the paper's own cells for a claim
     none of ours share). The convergence gate of a claim reads the runs of the methods it compares;
     ``gates`` replaces it (per claim, a :func:`~fedkd_core.verdicts.gate` table: two sets of runs
     judged on the same cells, :func:`~fedkd_core.verdicts.joint_gate`). Where an effect pairs runs
@@ -244,7 +244,7 @@ def judge_chapter(module, records, enforce_gate: bool = True, gates: dict | None
     final, best = module.effects_of(observed, "final"), module.effects_of(observed, "best")
     if gates is None:
         gates = V.claim_gates(module.effects_of, observed, keys, module.METHOD_COLUMN)
-    kept = kept_cells(final, keys, gates) if enforce_gate else None
+    kept = interval_cells(final, keys, gates if enforce_gate else {})
     paper = V.paper_verdicts(module.paper_observations(), module.effects_of, keys, module.PAPER_RUNS, cells=final,
                              claim_cells=kept)
     claims = list(dict.fromkeys(list(paper) + V.claims_in(final, keys)))
@@ -254,8 +254,8 @@ def judge_chapter(module, records, enforce_gate: bool = True, gates: dict | None
 
 
 def kept_cells(effects: pd.DataFrame, keys: list[str], gates: dict) -> dict[str, pd.DataFrame]:
-    """Per claim of ``effects``, the cells (``keys``) that have its effect and pass its gate: the
-    cells its verdict reads."""
+    """Per claim of ``effects``, the cells (``keys``) that have its effect and pass its gate (in
+    ``gates``, where it has one)."""
     kept = {}
     for claim in V.claims_in(effects, keys):
         cells = effects.dropna(subset=[claim])[keys].drop_duplicates()
@@ -264,6 +264,20 @@ def kept_cells(effects: pd.DataFrame, keys: list[str], gates: dict) -> dict[str,
             cells = cells[V.passes_gate(gate, cells, keys)]
         kept[claim] = cells
     return kept
+
+
+def interval_cells(effects: pd.DataFrame, keys: list[str], gates: dict) -> dict[str, pd.DataFrame]:
+    """Per claim, the cells its verdict's interval reads: :func:`kept_cells` less those whose effect
+    has a single seed (no spread: :func:`~fedkd_core.verdicts.pooled_interval` leaves them out, so
+    the paper's side must too), unless no kept cell has two (the verdict is then a mean over all)."""
+    seeds = {claim: effects.dropna(subset=[claim]).groupby(keys).size() for claim in V.claims_in(effects, keys)}
+
+    def spread(claim: str, cells: pd.DataFrame) -> pd.DataFrame:
+        counts = seeds[claim]
+        two = cells[[counts.get(V.cell_key(row, keys), 0) >= 2 for _, row in cells.iterrows()]]
+        return two if len(two) else cells
+
+    return {claim: spread(claim, cells) for claim, cells in kept_cells(effects, keys, gates).items()}
 
 
 def paper_text(verdict) -> str:

@@ -76,21 +76,24 @@ def verdict(ours: pd.DataFrame, paper: pd.DataFrame) -> list[str]:
 
 
 def ranking_lines(ours: pd.DataFrame) -> list[str]:
-    """The methods run in every cell, ranked by mean ALMA over those cells; then each method run in
-    fewer cells (FedMD in its original form, say) beside the ranked ones on its own cells only, one
-    dataset at a time and with its seeds per cell: a mean over other cells, or over datasets whose
+    """The methods run in every cell with the most seeds any method has there, ranked by mean ALMA
+    over those cells; then each other method (FedMD in its original form, say: fewer cells, or
+    fewer seeds while its sweep is under way) beside the ranked ones on its own cells only, one
+    dataset at a time and with its seeds per cell: a mean over other cells, or over seeds whose
     runs are at different stages, would not compare."""
     cell = ["dataset", "alpha", "size"]
     everywhere = len(ours[cell].drop_duplicates())
+    full = ours if "n" not in ours else ours[ours["n"] == ours.groupby(cell)["n"].transform("max")]
     coverage = ours.groupby("algorithm")[cell].apply(lambda c: len(c.drop_duplicates()))
-    ranked = coverage[coverage == everywhere].index
+    complete = full.groupby("algorithm")[cell].apply(lambda c: len(c.drop_duplicates()))
+    ranked = complete[complete == everywhere].index
 
     def means(frame: pd.DataFrame) -> str:
         order = frame.groupby("algorithm")["mean"].mean().sort_values(ascending=False)
         return ", ".join(f"{METHODS.get(a, a)} {m:.1f}" for a, m in order.items())
 
     lines = [f"Mean ALMA over the {everywhere} cells every method ran: {means(ours[ours.algorithm.isin(ranked)])}."]
-    for algorithm in coverage[coverage < everywhere].index:
+    for algorithm in coverage.index.difference(ranked):
         own = ours[ours.algorithm == algorithm]
         parts = []
         for dataset, runs in own.groupby("dataset", sort=False):
@@ -98,8 +101,9 @@ def ranking_lines(ours: pd.DataFrame) -> list[str]:
             seeds = "" if "n" not in runs else f", {METHODS.get(algorithm, algorithm)} with {seeds_range(runs['n'])} per cell"
             parts.append(f"on {dataset} ({len(cells)} of {len(ours[ours.dataset == dataset][cell].drop_duplicates())} "
                          f"cells{seeds}): {means(ours.merge(cells, on=cell))}")
-        lines.append(f"{METHODS.get(algorithm, algorithm)} ran in {len(own[cell].drop_duplicates())} of the "
-                     f"{everywhere} cells; on its own cells, " + "; ".join(parts) + ".")
+        fewer = ", with fewer seeds than the others" if coverage[algorithm] == everywhere else ""
+        lines.append(f"{METHODS.get(algorithm, algorithm)} ran in {coverage[algorithm]} of the "
+                     f"{everywhere} cells{fewer}; on its own cells, " + "; ".join(parts) + ".")
     return lines
 
 
