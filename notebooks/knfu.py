@@ -424,7 +424,7 @@ else:
                                 "the convergence gate would keep (as coded, most runs are still rising at R = 15). "
                                 "The verdict box at the top counts only the cells its gate keeps, so its effect for "
                                 "the same claim can differ from the tuned column here.")
-    changed = changes[changes.changed == "yes"].claim.tolist()
+    changed = changes[changes["verdict changed"] == "yes"].claim.tolist()
     display(Markdown(f"{len(tuned_runs)} of {len(knfu.experiments(knfu.TUNED_PROFILE))} tuned runs committed. "
                      + (f"Verdicts that change with the schedule: {', '.join(changed)}." if changed
                         else "No verdict changes with the schedule on these cells.")))
@@ -455,7 +455,7 @@ else:
                                       "verdict box at the top counts only the cells its gate keeps, so its effect "
                                       "for the same claim can differ from the tuned column here."
                                       + ("" if complete else " Partial: only the cells and seeds run so far."))
-    changed = cifar_changes[cifar_changes.changed == "yes"].claim.tolist() if len(cifar_changes) else []
+    changed = cifar_changes[cifar_changes["verdict changed"] == "yes"].claim.tolist() if len(cifar_changes) else []
     judged_on = "the verdicts read these runs" if complete else "the verdicts wait for all of them"
     display(Markdown(f"{len(cifar_tuned_runs)} of {cifar_planned} runs committed; {judged_on}. "
                      + (f"Verdicts that change with the schedule{'' if complete else ', so far'}: {', '.join(changed)}."

@@ -301,5 +301,5 @@ def test_schedules_are_compared_on_the_same_cells_and_seeds_and_a_reversed_claim
     changes = knfu.verdict_changes(coded, tuned).set_index("claim")
     assert changes.loc["KnFu > FedMD", "as coded"].startswith("holds")
     assert changes.loc["KnFu > FedMD", "tuned"].startswith("does not hold")
-    assert changes.loc["KnFu > FedMD", "changed"] == "yes"
+    assert changes.loc["KnFu > FedMD", "verdict changed"] == "yes"
     assert knfu.verdict_changes(coded, []).empty

@@ -151,7 +151,7 @@ def verdict_changes(coded, tuned) -> pd.DataFrame:
     chapter = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
     coded = same_runs(coded, tuned)
     if not tuned:
-        return pd.DataFrame(columns=["claim", "as coded", "tuned", "changed", "converged in both", "paper"])
+        return pd.DataFrame(columns=["claim", "as coded", "tuned", "verdict changed", "converged in both", "paper"])
     keys = list(chapter.EFFECT_CELL_KEYS)
     one, other = (claim_gates(chapter.effects_of, chapter.observations(runs), keys, chapter.METHOD_COLUMN)
                   for runs in (coded, tuned))
@@ -167,7 +167,7 @@ def verdict_changes(coded, tuned) -> pd.DataFrame:
         rows.append({"claim": claim,
                      "as coded": f"{was.word}, {was.effect_text} ({was.cells_text})" if was else "—",
                      "tuned": f"{now.word}, {now.effect_text} ({now.cells_text})",
-                     "changed": "yes" if was is None or was.word != now.word else "no",
+                     "verdict changed": "yes" if was is None or was.word != now.word else "no",
                      "converged in both": f"{len(kept.get(claim, []))} of {now.cells} cells",
                      "paper": paper_text(verdicts["paper"])})
     return pd.DataFrame(rows)
