@@ -69,8 +69,10 @@ def best_round_flag(best_round: str) -> str:
 
 def one_cell_flag(cells: str) -> str:
     """" (1 cell)" where a verdict rests on a single cell of the paper's tables (the ledger's cells
-    text ends "of 1"): its interval speaks for that setting alone."""
-    return " (1 cell)" if str(cells).endswith(" of 1") else ""
+    text ends "of 1", or its interval reads one cell, the others having a single seed:
+    :attr:`fedkd_core.verdicts.Verdict.cells_text`): its interval speaks for that setting alone."""
+    text = str(cells)
+    return " (1 cell)" if text.endswith(" of 1") or text.endswith("(the interval reads 1)") else ""
 
 
 def _escape(text: str) -> str:

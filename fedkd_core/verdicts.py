@@ -225,6 +225,7 @@ class Verdict:
     gate_reason: str = ""  # why the gate left cells out, its first rule first (:func:`gate_reasons`)
     counted: str = ""  # with the gate off: why it would have left cells out that were counted
     p_value: float = float("nan")  # of "the pooled effect is zero" (:func:`pooled_p_value`), for :func:`holm`
+    single_seed: int = 0  # cells with one seed: counted, but left out of the interval (no spread)
 
     @property
     def effect_text(self) -> str:
@@ -235,7 +236,9 @@ class Verdict:
         if not self.cells:
             return "—"
         inconclusive = self.cells - self.holding - self.reversed
-        return f"{self.holding} hold, {self.reversed} reversed, {inconclusive} inconclusive of {self.cells}"
+        spread = self.cells - self.single_seed
+        read = f" (the interval reads {spread})" if self.single_seed and spread else ""
+        return f"{self.holding} hold, {self.reversed} reversed, {inconclusive} inconclusive of {self.cells}{read}"
 
 
 def claim_word(interval: Interval, reversed_cells: int) -> str:
@@ -325,7 +328,7 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
     seeds = f"{cells.seeds.min()}" if cells.seeds.min() == cells.seeds.max() else f"{cells.seeds.min()}-{cells.seeds.max()}"
     needed = seeds_to_decide(cells.sd) if word == INCONCLUSIVE else None
     return Verdict(claim, word, interval, len(cells), int((cells.outcome == HOLDS).sum()), reversed_cells, seeds,
-                   "; ".join(notes), needed, gate_reason, counted, p_value)
+                   "; ".join(notes), needed, gate_reason, counted, p_value, single)
 
 
 def gate_reasons(failed_rows) -> list[str]:

@@ -125,9 +125,15 @@ def test_the_papers_side_leaves_out_a_cell_our_interval_leaves_out_for_having_on
     for enforce_gate in (True, False):
         judged = ledger.judge_chapter(tiny, runs, enforce_gate=enforce_gate)["A > B"]
         assert judged["final"].cells == 2 and "1 cell with one seed left out of the interval" in judged["final"].note
+        assert judged["final"].cells_text == "1 hold, 0 reversed, 1 inconclusive of 2 (the interval reads 1)"
         assert judged["paper"].cells == 1 and abs(judged["paper"].interval.mean - 10.0) < 0.2  # c1 alone, not +20
     one_seed_everywhere = [run for run in runs if run[2] == 0]  # no cell has two seeds: the mean reads both
-    assert ledger.judge_chapter(tiny, one_seed_everywhere)["A > B"]["paper"].cells == 2
+    judged = ledger.judge_chapter(tiny, one_seed_everywhere)["A > B"]
+    assert judged["paper"].cells == 2 and judged["final"].cells_text.endswith("inconclusive of 2")
+    from fedkd_core.glance import one_cell_flag
+
+    assert one_cell_flag("1 hold, 0 reversed, 1 inconclusive of 2 (the interval reads 1)") == " (1 cell)"
+    assert one_cell_flag("2 hold, 0 reversed, 1 inconclusive of 3 (the interval reads 2)") == ""
 
 def sign_counts(frame):
     """FedCKD's claims as (cells where it holds, cells), by the sign of each cell's effect."""
