@@ -71,8 +71,10 @@ def one_cell_flag(cells: str) -> str:
     """" (1 cell)" where a verdict rests on a single cell of the paper's tables (the ledger's cells
     text ends "of 1", or its interval reads one cell, the others having a single seed:
     :attr:`fedkd_core.verdicts.Verdict.cells_text`): its interval speaks for that setting alone."""
+    from .verdicts import INTERVAL_READS
+
     text = str(cells)
-    return " (1 cell)" if text.endswith(" of 1") or text.endswith("(the interval reads 1)") else ""
+    return " (1 cell)" if text.endswith(" of 1") or text.endswith(INTERVAL_READS.format(1)) else ""
 
 
 def _escape(text: str) -> str:

@@ -209,6 +209,11 @@ def cell_table(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, scal
     return pd.DataFrame(rows, columns=list(cell_keys) + ["seeds", "effect", "sd", "low", "high", "outcome"])
 
 
+# How :attr:`Verdict.cells_text` ends where one-seed cells leave the interval fewer cells than the
+# verdict counts (the landing page's "(1 cell)" flag reads it: fedkd_core.glance.one_cell_flag).
+INTERVAL_READS = " (the interval reads {})"
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A claim judged on its cells: the word, the pooled effect, and what stands behind it."""
@@ -237,7 +242,7 @@ class Verdict:
             return "—"
         inconclusive = self.cells - self.holding - self.reversed
         spread = self.cells - self.single_seed
-        read = f" (the interval reads {spread})" if self.single_seed and spread else ""
+        read = INTERVAL_READS.format(spread) if self.single_seed and spread else ""
         return f"{self.holding} hold, {self.reversed} reversed, {inconclusive} inconclusive of {self.cells}{read}"
 
 
