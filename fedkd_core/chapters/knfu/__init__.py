@@ -23,7 +23,7 @@ from .analysis import FusionExample, fusion_example, neighbour_agreement
 from .claims import (AS_CODED_SUFFIX, EFFECT_CELL_KEYS, LOCAL_ON_CIFAR, METHOD_COLUMN, ORIGINAL_CIFAR_SUFFIX, ORIGINAL_CLAIM,
                      ORIGINAL_SUFFIX, PAPER_RUNS, ROBUSTNESS_ROW_PREFIX, TUNED_CIFAR_LABEL, TUNED_CIFAR_SUFFIX, TUNED_SECTION, TUNED_SUFFIX, claim_effects,
                      effects_of, gap_words, gaps_to_paper, ledger_rows, observations,
-                     paper_observations, robustness_claim, untuned_reasons, verdict_bases)
+                     paper_observations, records_shown, robustness_claim, untuned_reasons, verdict_bases)
 from .grid import (METHODS, MODEL_FOR, PAPER_BATCH_SIZE, SHARING, TUNED, Params, algorithm_params, batch_size_for,
                    data_config, experiments, train_config)
 from .paper import paper_table1, paper_table2
@@ -46,6 +46,6 @@ __all__ = [
     "final_table", "fusion_example", "history_frame", "ledger_rows", "method_differences", "neighbour_agreement",
     "observations", "paper_observations", "paper_profile_records", "paper_table1", "paper_table2",
     "reusable_paper_records", "robustness_claim", "same_runs", "schedule_of", "schedule_table", "selective_fd_filter_table",
-    "train_config", "tuned_cifar_records", "tuned_params", "tuned_records", "tuning_records", "tuning_table", "untuned_reasons", "verdict", "verdict_bases",
+    "train_config", "tuned_cifar_records", "tuned_params", "tuned_records", "tuning_records", "tuning_table", "records_shown", "untuned_reasons", "verdict", "verdict_bases",
     "verdict_changes",
 ]

@@ -12,7 +12,7 @@ import pandas as pd
 from .grid import METHODS, SHARING, experiments
 from .paper import paper_table1, paper_table2
 from .profiles import FEDMD_ORIGINAL_CIFAR_PROFILE, TUNED_CIFAR_PROFILE
-from .records import ORIGINAL, originals_on, paper_profile_records, profile_complete
+from .records import ORIGINAL, cell_of, originals_on, paper_profile_records, profile_complete
 from .tables import final_table
 from .tuning import tuned_cifar_records, tuned_records
 
@@ -158,6 +158,20 @@ def verdict_bases(root=None) -> list[tuple[str, list]]:
         return [mnist, (TUNED_CIFAR_LABEL, tuned_cifar)]
     return [mnist, (AS_CODED_LABEL, [r for r in committed if r.config["data"]["dataset"] == "cifar10"
                                      and r.config["algorithm"] != ORIGINAL])]
+
+
+def records_shown(paper_records: list, root=None) -> list:
+    """The committed records the chapter's tables and figures show in place of ``paper_records``
+    (the paper profile's, as coded): the runs its verdicts read (:func:`verdict_bases`), so that
+    Table 1 and Table 2 beside the paper's are the numbers the verdict box judges, and the coded
+    runs only for the cells those leave out (FedMD's original form on CIFAR-10 while its sweep is
+    under way). None where the page reuses no paper records (a run with another method shows
+    only its own runs)."""
+    if not paper_records:
+        return []
+    judged = [run for _, runs in verdict_bases(root) for run in runs]
+    cells = {cell_of(run) for run in judged}
+    return judged + [run for run in paper_records if cell_of(run) not in cells]
 
 
 def untuned_reasons(claims, root=None) -> dict[str, str]:
