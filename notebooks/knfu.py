@@ -384,8 +384,8 @@ display(Markdown(report.markdown_list(knfu.verdict(ours, paper_ran))))
 # %% [markdown]
 # ## Are the baselines as strong as the paper's? The round's schedule, tuned
 #
-# Over the paper-profile cells FedMD and Selective-FD run below the paper on average while KnFu
-# runs above it ("Beside the paper, in numbers" above gives the gaps). No coding error we could
+# As first coded, over the paper-profile cells, FedMD and Selective-FD ran below the paper on average
+# while KnFu ran above it (the tables below set those runs beside the reruns and the paper's). No coding error we could
 # find explains it; the *schedule* of the round does. As first coded, every phase starts a fresh Adam at lr 1e-3 and a
 # client is scored right after one epoch of distillation on the transfer set; at small α that
 # digest flips many of a client's local predictions. The official FedMD keeps each client's Adam
