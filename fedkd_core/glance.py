@@ -131,12 +131,29 @@ def count_line(verdicts: pd.Series) -> str:
         f"{counts[word]} {'do not hold' if word == DOES_NOT_HOLD and counts[word] > 1 else word}" for word in order)
 
 
-def by_paper(table: pd.DataFrame, ledger: pd.DataFrame) -> str:
+READ_AT_SCALE = "**Read these verdicts at their scale.** "
+
+
+def scale_warnings() -> dict[str, str]:
+    """Per paper (the ledger's chapter name), what a reader must know before reading its verdicts
+    at the scale they rest on, from the chapters that say (a chapter module's ``CHAPTER`` and
+    ``read_at_scale()``, which its own verdict box also prints; FedUA's reduced server distils for
+    one epoch where the paper's distils for 20)."""
+    from .chapters import CHAPTERS, chapter_module
+
+    modules = [chapter_module(name) for name in CHAPTERS]
+    return {module.CHAPTER: text for module in modules if hasattr(module, "read_at_scale")
+            and (text := module.read_at_scale())}
+
+
+def by_paper(table: pd.DataFrame, ledger: pd.DataFrame, warnings: dict[str, str] | None = None) -> str:
     """:func:`glance_table` as one table per paper, in the book's order, each under a line that
     names the paper and counts its verdicts: the paper column, the same in every row of a paper, is
-    dropped, which gives the claims room to wrap less."""
+    dropped, which gives the claims room to wrap less. A paper with a warning in ``warnings``
+    (:func:`scale_warnings`) has it under its table."""
     from .chapters.ledger import HOLM_COLUMN, HOLM_MARK, holm_count, holm_marked
 
+    warnings = warnings or {}
     blocks = []
     for paper in dict.fromkeys(table.paper):
         rows = table[table.paper == paper].drop(columns="paper")
@@ -144,7 +161,8 @@ def by_paper(table: pd.DataFrame, ledger: pd.DataFrame) -> str:
         family = holm_count(chapter) if HOLM_COLUMN in chapter else ""
         marked = f" ({HOLM_MARK} marks the others)" if family and holm_marked(chapter) else ""
         blocks.append(f"**{paper}**: {count_line(chapter.verdict)}" + (f"; {family}{marked}" if family else "")
-                      + f".\n\n{markdown(rows)}")
+                      + f".\n\n{markdown(rows)}"
+                      + (f"\n{READ_AT_SCALE}{warnings[paper]}\n" if paper in warnings else ""))
     return "\n".join(blocks)
 
 
@@ -154,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     from .chapters.ledger import ledger as read_ledger
 
     table = read_ledger()
-    target.write_text(by_paper(glance_table(table), table) + "\n" + scales_text(table) + "\n")
+    target.write_text(by_paper(glance_table(table), table, scale_warnings()) + "\n" + scales_text(table) + "\n")
     print(f"{target} written")
 
 

@@ -96,15 +96,9 @@ verdict_rows = ledger.verdict_box(chapter)
 # cover a cell, and this page's own profile's runs elsewhere (each table names its profile).
 
 # %% tags=["remove-input"]
-from fedkd_core.chapters.fedua.profiles import PAPER_PROFILE  # noqa: E402
-from fedkd_core.report import count_text  # noqa: E402
-
-display(Markdown(
-    f"**Read each verdict at its scale.** FedUA and FedDF differ from FedAvg only in the server's distillation, "
-    f"which the reduced profile gives {count_text(chapter.REDUCED_PROFILE.server_epochs, 'epoch')} per round where the "
-    f"paper gives {PAPER_PROFILE.server_epochs}. So a verdict here says whether FedUA's weighting helps at this budget, not at "
-    "the paper's; Table 2 below sets FedDF's gain over FedAvg beside the paper's, which shows how much the "
-    "distillation step does at all at this scale."))
+if scale_warning := chapter.read_at_scale():  # the landing page prints it under FedUA's table too
+    display(Markdown(f"**Read each verdict at its scale.** {scale_warning} Table 2 below sets FedDF's gain over "
+                     "FedAvg beside the paper's, which shows how much the distillation step does at all at this scale."))
 
 # %% [markdown]
 # ## The paper and this reproduction

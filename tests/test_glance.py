@@ -86,3 +86,27 @@ def test_the_landing_page_marks_a_verdict_holms_correction_does_not_keep_and_cou
     text = glance.by_paper(glance.glance_table(rows), rows)
     assert ("**A**: 3 claims: 2 holds, 1 inconclusive; 1 of 2 decided verdicts survive Holm's correction over the "
             "3 claims judged (‡ marks the others).") in text
+
+
+def test_a_paper_whose_scale_leaves_out_what_its_claims_are_about_is_read_with_a_warning_under_its_table():
+    """FedUA's reduced server distils for 1 epoch where the paper's distils for 20, and its weights
+    are our reconstruction: the landing page says so under FedUA's verdicts, not only in the chapter."""
+    from dataclasses import replace
+
+    from fedkd_core.chapters import fedua
+    from fedkd_core.chapters.fedua.profiles import PAPER_PROFILE
+    from fedkd_core.report import count_text
+
+    warnings = glance.scale_warnings()
+    assert set(warnings) == {fedua.CHAPTER}
+    text = warnings[fedua.CHAPTER]
+    assert (f"gives {count_text(fedua.REDUCED_PROFILE.server_epochs, 'epoch')} per round where the paper gives "
+            f"{PAPER_PROFILE.server_epochs}") in text
+    assert "near one-hot" in text
+    assert fedua.read_at_scale(replace(fedua.REDUCED_PROFILE, server_epochs=PAPER_PROFILE.server_epochs)) == ""  # the paper's budget: nothing to warn
+    table = ledger.ledger()
+    two = table.head(3).assign(chapter=["A", "A", "B"]).drop(columns=ledger.HOLM_COLUMN)
+    page = glance.by_paper(glance.glance_table(two), two, {"A": "A's server trains for one epoch."})
+    a_table, b_line = page.index("| claim |"), page.index("**B**")
+    warning = page.index(glance.READ_AT_SCALE + "A's server trains for one epoch.")
+    assert a_table < warning < b_line and page.count(glance.READ_AT_SCALE) == 1

@@ -19,6 +19,8 @@ METHOD_COLUMN = "method"
 # "All experiments are repeated more than five times": we assume 6 runs behind each mean ± spread.
 PAPER_RUNS = 6
 
+CHAPTER = "FedUA"  # the ledger's name for the chapter
+
 MODEL_TEXT = {"resnet8": "ResNet-8", "resnet32": "ResNet-32", "cnn5": "the 5-layer CNN"}
 
 
@@ -41,6 +43,22 @@ def design_text(params) -> str:
 def scale_text(params=REDUCED_PROFILE) -> str:
     """The scale of ``params``' runs, for the Claims page ("reduced: the 5-layer CNN, 10 clients, ...")."""
     return f"{params.profile}: {design_text(params)}"
+
+
+def read_at_scale(params=REDUCED_PROFILE) -> str:
+    """What a reader must know before reading the verdicts of ``params``' runs, where its scale
+    leaves out what the claims are about: the chapter opens its verdicts with it and the landing
+    page prints it under FedUA's table ("" where the server distils as long as the paper's)."""
+    from ...report import count_text
+    from .profiles import PAPER_PROFILE
+
+    if params.server_epochs >= PAPER_PROFILE.server_epochs:
+        return ""
+    return (f"FedUA and FedDF differ from FedAvg only in the server's distillation, which the {params.profile} "
+            f"profile gives {count_text(params.server_epochs, 'epoch')} per round where the paper gives "
+            f"{PAPER_PROFILE.server_epochs}; and FedUA's teacher weights (Eqs. 1-2, whose formulas our copy of the paper "
+            "lost) are our reading of its prose, which the chapter's diagnostics find near one-hot. So a verdict here "
+            "says whether that reading of FedUA's weighting helps at this budget, not whether the paper's does at its own.")
 
 
 def observations(records) -> pd.DataFrame:
@@ -136,5 +154,5 @@ def ledger_rows(root=None) -> pd.DataFrame:
     from ..ledger import evidence, judged_rows
 
     records = reduced_profile_records(root)
-    return judged_rows("FedUA", sys.modules[__package__], records, "fedua.html#verdict",
+    return judged_rows(CHAPTER, sys.modules[__package__], records, "fedua.html#verdict",
                        scale_text(), evidence(records))
