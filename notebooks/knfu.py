@@ -91,9 +91,9 @@ verdict_rows = ledger.verdict_box(knfu)
 # same schedules" below shows each claim as first coded and so rerun). Should that rerun's records
 # be incomplete (a results folder of your own), CIFAR-10 is measured as first coded and not judged,
 # since there FedMD and Selective-FD ran well below the paper's own numbers and KnFu's lead may be
-# the schedule's rather than the method's. The tables further down show the committed
-# paper-profile records wherever they cover a cell, and this page's own profile's runs elsewhere
-# (each table's caption names the profile).
+# the schedule's rather than the method's. The tables and figures further down show these same
+# records wherever they cover a cell, and this page's own profile's runs elsewhere (each table's
+# caption names the profile); the runs as first coded appear beside the reruns in that section.
 
 # %% [markdown]
 # ## The paper and this reproduction
