@@ -192,8 +192,9 @@ display(Markdown(
     + "; ".join(f"{' and '.join([', '.join(chapters[:-1]), chapters[-1]] if len(chapters) > 1 else chapters)}, {reading}"
                 for reading, chapters in readings.items())
     + ". The *best round* column judges each run at its best single evaluation instead, and ⚑ marks a claim "
-    "whose verdict differs between the two (a method that collapses late, as FedMD does on CIFAR-10 at "
-    "α = 0.1, is judged differently)."))
+    "whose verdict differs between the two: a method whose accuracy falls late in its runs is judged "
+    "differently (as first coded, FedMD fell so on CIFAR-10 at α = 0.1; the chapters' learning curves show "
+    "which runs fall now)."))
 
 # %% [markdown]
 # **The paper's side.** Where a paper prints mean ± std, each method's cell mean is drawn from a

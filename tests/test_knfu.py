@@ -406,7 +406,7 @@ def test_a_method_run_in_fewer_cells_is_compared_on_its_own_cells_only():
                          "mean": [90.0, 80.0, 70.0, 60.0, 95.0, 50.0, 40.0, 30.0, 20.0, 45.0],
                          "n": [5, 5, 5, 5, 3, 3, 3, 3, 3, 1]})
     lines = chapter.tables.ranking_lines(ours)
-    assert lines[0] == "Mean ALMA over the 4 cells every method ran: KnFu 60.0, FedMD 50.0."
+    assert lines[0] == "Mean ALMA over the 4 cells, of the methods run with the most seeds in every cell: KnFu 60.0, FedMD 50.0."
     assert lines[1] == ("FedMD (original form) ran in 2 of the 4 cells; on its own cells, on mnist (1 of 2 cells, "
                         "FedMD (original form) with 3 seeds per cell): FedMD (original form) 95.0, KnFu 90.0, FedMD 80.0; "
                         "on cifar10 (1 of 2 cells, FedMD (original form) with 1 seed per cell): KnFu 50.0, "
@@ -414,8 +414,8 @@ def test_a_method_run_in_fewer_cells_is_compared_on_its_own_cells_only():
     # run in every cell but with fewer seeds (its sweep under way): beside the others, not ranked with them
     everywhere = pd.concat([ours, ours.iloc[[4, 9]].assign(alpha=0.5, mean=65.0)], ignore_index=True)
     lines = chapter.tables.ranking_lines(everywhere)
-    assert lines[0] == "Mean ALMA over the 4 cells every method ran: KnFu 60.0, FedMD 50.0."
-    assert lines[1].startswith("FedMD (original form) ran in 4 of the 4 cells, with fewer seeds than the others; "
+    assert lines[0] == "Mean ALMA over the 4 cells, of the methods run with the most seeds in every cell: KnFu 60.0, FedMD 50.0."
+    assert lines[1].startswith("FedMD (original form) ran in 4 of the 4 cells, with fewer seeds than the others on mnist and cifar10; "
                                "on its own cells, on mnist (2 of 2 cells, FedMD (original form) with 3 seeds per cell): "
                                "FedMD (original form) 80.0, KnFu 80.0, FedMD 70.0;")
 
@@ -426,6 +426,9 @@ def test_seed_counts_are_given_per_dataset_naming_the_method_with_fewer():
     ours = pd.DataFrame({"dataset": ["mnist", "mnist", "mnist", "cifar10"], "algorithm": ["knfu", "fedmd", "fedmd_original", "knfu"],
                          "n": [5, 5, 1, 3]})
     assert chapter.tables.seeds_text(ours) == "mnist: 5 seeds per cell (FedMD (original form): 1); cifar10: 3 seeds per cell"
+    # the method's cells differ: its range, not its fewest alone
+    ours = pd.concat([ours, pd.DataFrame({"dataset": ["cifar10"] * 2, "algorithm": ["fedmd_original"] * 2, "n": [2, 3]})])
+    assert chapter.tables.seeds_text(ours).endswith("cifar10: 3 seeds per cell (FedMD (original form): 2 to 3)")
 
 
 def test_knfu_against_fedmd_as_its_authors_run_it_on_cifar_is_judged_only_once_every_run_is_committed(monkeypatch):
@@ -487,3 +490,32 @@ def test_the_chapters_tables_show_the_runs_its_verdicts_read_not_the_runs_as_fir
     assert mnist_tuned and keys(mnist_tuned) <= keys(chapter.tuned_records(root))
     assert not keys(mnist_tuned) & keys(coded)
     assert chapter.records_shown([], root) == []
+
+
+def test_the_gap_to_the_paper_is_each_methods_mean_difference_as_coded_and_tuned_over_cells_with_a_paper_value():
+    import numpy as np
+    import pandas as pd
+
+    table = pd.DataFrame({"dataset": ["mnist"] * 4, "alpha": [0.1, 0.5, 0.1, 0.5], "size": [50] * 4,
+                          "method": ["FedMD", "FedMD", "KnFu", "KnFu"], "as coded": [80.0, 70.0, 90.0, 91.0],
+                          "tuned": [86.0, 76.0, 91.0, 90.0], "change (points)": [6.0, 6.0, 1.0, -1.0],
+                          "seeds": [3] * 4, "paper": [84.0, 72.0, 90.0, np.nan]})
+    assert chapter.gaps_to_paper(table) == ("Ours − the paper's, in points, on average over these 2 cells: "
+                                            "as first coded, FedMD -3.0, KnFu +0.0; tuned, FedMD +3.0, KnFu +1.0.")
+    assert chapter.gaps_to_paper(table.assign(paper=np.nan)) == ""
+
+
+def test_fedmd_in_its_original_form_is_shown_per_cell_beside_knfu_fedmd_and_the_papers_fedmd():
+    import pandas as pd
+
+    ours = pd.DataFrame({"dataset": ["cifar10"] * 3 + ["mnist"] * 2, "alpha": [0.1] * 5, "size": [500] * 3 + [50] * 2,
+                         "algorithm": ["knfu", "fedmd", "fedmd_original", "knfu", "fedmd"],
+                         "mean": [77.0, 75.0, 79.0, 93.0, 92.0], "std": [1.0, 2.0, 3.8, 0.5, 0.5], "n": [3, 3, 2, 3, 3]})
+    paper = pd.DataFrame({"dataset": ["cifar10", "cifar10"], "alpha": [0.1, 0.1], "size": [500, 500],
+                          "algorithm": ["fedmd", "knfu"], "mean": [50.5, 60.0], "std": [1.0, 1.0]})
+    table = chapter.tables.originals_beside(ours, paper)
+    assert len(table) == 1  # only the cells the original form ran
+    row = table.iloc[0]
+    assert row["FedMD (original form)"] == "79.0 ± 3.8" and row["seeds"] == 2
+    assert (row["KnFu"], row["FedMD"], row["paper's FedMD"]) == (77.0, 75.0, 50.5)
+    assert row["KnFu − FedMD (original form)"] == -2.0

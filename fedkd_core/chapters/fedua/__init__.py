@@ -20,7 +20,7 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 """
 
 from .claims import (CHAPTER, EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, claim_effects, effects_of, ledger_rows, observations,
-                     paper_observations, plateau_check, read_at_scale)
+                     distillation_gain, paper_observations, plateau_check, read_at_scale)
 from .choices import OPEN_CHOICES, choices_columns, open_choices_table
 from .grid import (METHODS, SELECTION_NAMES, Params, algorithm_params, data_config, experiments, feature_dimension,
                    lr_schedule_text,
@@ -34,7 +34,7 @@ from .tables import (history_frame, jitter_counts, partition_names, step_check, 
                      table2_rows, table3_rows)
 
 __all__ = [
-    "CHAPTER", "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "OPEN_CHOICES", "PAPER_RUNS", "REDUCED_PROFILE", "ROBUSTNESS", "read_at_scale", "ROBUSTNESS_BASE_NOTE", "ROBUSTNESS_ROW_PREFIX",
+    "CHAPTER", "EFFECT_CELL_KEYS", "METHODS", "METHOD_COLUMN", "OPEN_CHOICES", "PAPER_RUNS", "REDUCED_PROFILE", "ROBUSTNESS", "distillation_gain", "read_at_scale", "ROBUSTNESS_BASE_NOTE", "ROBUSTNESS_ROW_PREFIX",
     "ROBUSTNESS_BASE", "SCALE_FIELDS", "SELECTION_NAMES", "Params", "algorithm_params", "cell_of", "choices_columns", "claim_effects",
     "data_config", "derived_rows", "effects_of", "experiments", "feature_dimension", "experiments_to_run", "history_frame",
     "jitter_counts", "ledger_rows", "lr_schedule_text", "method_differences", "observations", "open_choices_table", "paper_changes", "paper_observations",

@@ -92,16 +92,20 @@ def ranking_lines(ours: pd.DataFrame) -> list[str]:
         order = frame.groupby("algorithm")["mean"].mean().sort_values(ascending=False)
         return ", ".join(f"{METHODS.get(a, a)} {m:.1f}" for a, m in order.items())
 
-    lines = [f"Mean ALMA over the {everywhere} cells every method ran: {means(ours[ours.algorithm.isin(ranked)])}."]
+    lines = [f"Mean ALMA over the {everywhere} cells, of the methods run with the most seeds in every cell: "
+             f"{means(ours[ours.algorithm.isin(ranked)])}."]
     for algorithm in coverage.index.difference(ranked):
         own = ours[ours.algorithm == algorithm]
+        short = own.merge(full[cell + ["algorithm"]], on=cell + ["algorithm"], how="left", indicator=True)
+        short_on = list(dict.fromkeys(short.loc[short["_merge"] == "left_only", "dataset"]))
         parts = []
         for dataset, runs in own.groupby("dataset", sort=False):
             cells = runs[cell].drop_duplicates()
             seeds = "" if "n" not in runs else f", {METHODS.get(algorithm, algorithm)} with {seeds_range(runs['n'])} per cell"
             parts.append(f"on {dataset} ({len(cells)} of {len(ours[ours.dataset == dataset][cell].drop_duplicates())} "
                          f"cells{seeds}): {means(ours.merge(cells, on=cell))}")
-        fewer = ", with fewer seeds than the others" if coverage[algorithm] == everywhere else ""
+        fewer = (f", with fewer seeds than the others on {' and '.join(short_on)}"
+                 if coverage[algorithm] == everywhere else "")
         lines.append(f"{METHODS.get(algorithm, algorithm)} ran in {coverage[algorithm]} of the "
                      f"{everywhere} cells{fewer}; on its own cells, " + "; ".join(parts) + ".")
     return lines
@@ -115,11 +119,41 @@ def seeds_range(seeds: pd.Series) -> str:
 
 def seeds_text(ours: pd.DataFrame) -> str:
     """Seeds per cell, per dataset and, where a method ran fewer, naming it: "mnist: 5 seeds per
-    cell (FedMD (original form): 1); cifar10: 3 seeds per cell". Pass only the methods a table shows."""
+    cell (FedMD (original form): 1); cifar10: 3 seeds per cell (FedMD (original form): 2 to 3)", the
+    range where the method's cells differ. Pass only the methods a table shows."""
     parts = []
     for dataset, group in ours.groupby("dataset", sort=False):
-        per_method = group.groupby("algorithm")["n"].min()
-        most = int(per_method.max())
-        fewer = [f"{METHODS.get(a, a)}: {int(n)}" for a, n in per_method.items() if n < most]
+        per_method = group.groupby("algorithm")["n"].agg(["min", "max"])
+        most = int(per_method["min"].max())
+        fewer = [f"{METHODS.get(a, a)}: {int(low)}" + (f" to {int(high)}" if high > low else "")
+                 for a, (low, high) in per_method.iterrows() if low < most]
         parts.append(f"{dataset}: {count_text(most, 'seed')} per cell" + (f" ({', '.join(fewer)})" if fewer else ""))
     return "; ".join(parts)
+
+
+def originals_beside(ours: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+    """Per cell where FedMD in its original form ran (``ours``, from ``report.mean_std``): its final
+    ALMA (%) as mean ± std with its seeds, beside the means of KnFu and FedMD of the same records
+    and the paper's FedMD (``paper``: the paper's cells), and KnFu's mean minus its mean (each
+    method's mean over its own seeds, which the seeds column gives for the original form)."""
+    from ...report import pm
+    from .records import ORIGINAL
+
+    cell = ["dataset", "alpha", "size"]
+    own = ours[ours.algorithm == ORIGINAL]
+    means = ours.pivot_table(index=cell, columns="algorithm", values="mean").reset_index()
+    theirs = paper[paper.algorithm == "fedmd"].rename(columns={"mean": "paper's FedMD"})[cell + ["paper's FedMD"]]
+    rows = own.merge(means, on=cell, how="left").merge(theirs, on=cell, how="left")
+
+    def mean_of(algorithm: str) -> pd.Series:  # NaN where the records have no run of it
+        return rows[algorithm] if algorithm in rows else pd.Series(np.nan, index=rows.index)
+
+    table = pd.DataFrame({**{key: rows[key] for key in cell},
+                          METHODS[ORIGINAL]: [pm(m, s) for m, s in zip(rows["mean"], rows["std"])],
+                          "seeds": rows["n"].astype(int),
+                          METHODS["knfu"]: mean_of("knfu"), METHODS["fedmd"]: mean_of("fedmd"),
+                          "paper's FedMD": rows["paper's FedMD"],
+                          f"KnFu − {METHODS[ORIGINAL]}": mean_of("knfu") - rows["mean"]})
+    order = {dataset: i for i, dataset in enumerate(("mnist", "cifar10"))}
+    return table.sort_values(["dataset", "size", "alpha"], key=lambda c: c.map(order) if c.name == "dataset" else c,
+                             ignore_index=True)

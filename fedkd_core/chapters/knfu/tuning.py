@@ -137,6 +137,22 @@ def schedule_table(coded, tuned) -> pd.DataFrame:
                                       ignore_index=True)
 
 
+
+def gaps_to_paper(table: pd.DataFrame) -> str:
+    """From a :func:`schedule_table`, each method's mean of ours − the paper's (points) over the
+    cells with a paper value, as first coded and tuned: whether tuning the round's schedule closed
+    the baselines' gap to the paper, or overshot it."""
+    rows = table.dropna(subset=["paper"])
+    if rows.empty:
+        return ""
+    gaps = {label: (rows[column] - rows["paper"]).groupby(rows["method"]).mean()
+            for label, column in (("as first coded", "as coded"), ("tuned", "tuned"))}
+    cells = len(rows[["alpha", "size"]].drop_duplicates())
+    return (f"Ours − the paper's, in points, on average over these {cells} cells: "
+            + "; ".join(f"{label}, " + ", ".join(f"{method} {gap:+.1f}" for method, gap in values.items())
+                        for label, values in gaps.items()) + ".")
+
+
 def verdict_changes(coded, tuned) -> pd.DataFrame:
     """Per claim: the verdict (word, pooled effect and interval, cells) on the as-coded records and
     on the tuned ones over the same cells and seeds, the paper's over those cells, whether the word
