@@ -74,13 +74,6 @@ def effect_drift(run_drift: float = MACHINE_DRIFT) -> float:
     return float(np.sqrt(2) * run_drift)
 
 
-def _decimals_to_show(bound: float, digits: int, most: int = 4) -> int:
-    """``digits``, or more (up to ``most``) where ``bound`` is not zero but would print as zero."""
-    while digits < most and round(abs(bound), digits) == 0 != round(abs(bound), most):
-        digits += 1
-    return digits
-
-
 @dataclass(frozen=True)
 class Interval:
     """A mean and its 95% interval, in points."""
@@ -92,20 +85,18 @@ class Interval:
     def text(self, digits: int | None = None) -> str:
         """"+3.5 [+2.9, +4.1]"; a mean without an interval prints alone. By default one decimal,
         two where every number is below a point (so "+0.04 [-0.05, +0.13]" does not read
-        "+0.0 [-0.1, +0.1]"), and a bound that is not zero but would print as zero gets the decimals
-        it needs (up to 4), alone: "+0.34 [+0.003, +0.68]", not "[+0.00, +0.68]" beside "holds",
-        which reads as touching zero, nor "+0.3383 [+0.0001, +0.6765]" (a bound below 0.00005, float
-        noise included, keeps the usual decimals)."""
+        "+0.0 [-0.1, +0.1]"), and more (up to 4) where a bound that is not zero would print as
+        zero: "+0.340 [+0.003, +0.680]", not "[+0.00, +0.68]" beside "holds", which reads as touching
+        zero (a bound below 0.00005, float noise included, keeps the usual decimals)."""
         if np.isnan(self.mean):
             return "—"
         if digits is None:
             digits = 2 if np.nanmax(np.abs([self.mean, self.low, self.high])) < 1 else 1
-            low, high = (_decimals_to_show(bound, digits) for bound in (self.low, self.high))
-        else:
-            low = high = digits
+            while digits < 4 and any(round(abs(b), digits) == 0 != round(abs(b), 4) for b in (self.low, self.high)):
+                digits += 1
         if np.isnan(self.low):
             return f"{self.mean:+.{digits}f}"
-        return f"{self.mean:+.{digits}f} [{self.low:+.{low}f}, {self.high:+.{high}f}]"
+        return f"{self.mean:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}]"
 
     @property
     def word(self) -> str:

