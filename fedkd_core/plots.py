@@ -144,9 +144,17 @@ OUTCOME_MARKS = {"holds": "✓", "reversed": "✗", "inconclusive": "·", "left 
 
 def effect_label(effect: float) -> str:
     """An effect in points, short but never rounded to nothing: one decimal from 1 point up, two
-    significant digits below ("+2.4", "+0.35", "+0.047"), so a small effect whose interval lies
-    above zero never reads "+0.0 ✓"."""
-    return f"{effect:+.1f}" if abs(effect) >= 0.95 or effect == 0 else f"{effect:+.2g}"
+    below ("+2.4", "+0.35", "+0.05"), and two significant digits where two decimals would read zero
+    ("+0.004"), so a small effect whose interval lies above zero never reads "+0.0 ✓"; float noise
+    (below 0.00005, "+3.7e-15") is zero."""
+    if abs(effect) < NOISE:
+        return f"{0.0:+.1f}"
+    if abs(effect) >= 0.95:
+        return f"{effect:+.1f}"
+    return f"{effect:+.2f}" if round(abs(effect), 2) > 0 else f"{effect:+.2g}"
+
+
+NOISE = 5e-5  # an effect smaller than this (in points) is float noise: effect_label prints it as zero
 
 
 def cell_verdicts(table: pd.DataFrame, title: str = ""):

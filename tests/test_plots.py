@@ -85,6 +85,7 @@ def test_a_small_effect_in_the_cell_heatmap_keeps_its_digits_rather_than_reading
                           "effect": [0.047, -0.35, 2.44, 0.0], "outcome": ["holds", "inconclusive", "holds", "inconclusive"]})
     fig = plots.cell_verdicts(table)
     texts = sorted(t.get_text() for t in fig.axes[0].texts)
-    assert texts == ["· +0.0", "· -0.35", "✓ +0.047", "✓ +2.4"]
+    assert texts == ["· +0.0", "· -0.35", "✓ +0.05", "✓ +2.4"]
     assert [plots.effect_label(e) for e in (0.96, -0.94, 12.345)] == ["+1.0", "-0.94", "+12.3"]
+    assert [plots.effect_label(e) for e in (0.0042, -0.033, 3.7e-15, -2e-9)] == ["+0.0042", "-0.03", "+0.0", "+0.0"]
     plt.close(fig)
