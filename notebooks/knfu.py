@@ -436,7 +436,7 @@ else:
     rerun = knfu.schedule_table(coded_runs, tuned_runs)
     tables.show(rerun.drop(columns="dataset"), digits=1, settings=["alpha"],
                 legend="Final ALMA (%), mean over the seeds run under both schedules; the paper's Table 1 beside.")
-    display(Markdown(knfu.gaps_to_paper(rerun)))
+    display(Markdown(knfu.schedule_gaps(rerun)))
     changes = knfu.verdict_changes(coded_runs, tuned_runs)
     tables.show(changes, legend="Each claim on the same cells and seeds, as coded and tuned (effect in points, "
                                 "95% interval), every cell counted on both sides; \"converged in both\": the cells "
@@ -467,7 +467,7 @@ else:
     cifar_rerun = knfu.schedule_table(coded_runs, cifar_tuned_runs)
     tables.show(cifar_rerun.drop(columns="dataset"), digits=1, settings=["alpha"],
                 legend="Final ALMA (%), mean over the seeds run under both schedules; the paper's Table 2 beside.")
-    display(Markdown(knfu.gaps_to_paper(cifar_rerun)))
+    display(Markdown(knfu.schedule_gaps(cifar_rerun)))
     complete = cifar_on_rerun
     cifar_changes = knfu.verdict_changes(coded_runs, cifar_tuned_runs)
     tables.show(cifar_changes, legend="Each claim on the same CIFAR-10 cells and seeds, as coded and under the schedules "

@@ -138,7 +138,7 @@ def schedule_table(coded, tuned) -> pd.DataFrame:
 
 
 
-def gaps_to_paper(table: pd.DataFrame) -> str:
+def schedule_gaps(table: pd.DataFrame) -> str:
     """From a :func:`schedule_table`, each method's mean of ours − the paper's (points) over the
     cells with a paper value, as first coded and tuned: whether tuning the round's schedule closed
     the baselines' gap to the paper, or overshot it."""
