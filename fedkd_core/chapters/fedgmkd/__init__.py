@@ -18,7 +18,7 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 - ``analysis``: measurements beyond the tables (the prototype identity on real features and on a
   hand-made mixture, the models' sizes);
 - ``claims``: the paper's claims, counted alike on its tables and on our records;
-- ``redesign``: the 50-round redesign of the reduced profile while its sweep is under way;
+- ``redesign``: the 50-round redesign of the reduced profile, and how far its sweep has got;
 - ``robustness``: the readings of what the paper leaves open that the robustness grid varies.
 """
 

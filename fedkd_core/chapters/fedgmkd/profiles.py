@@ -25,9 +25,9 @@ def profiles_shown(params: Params) -> dict[str, Params]:
     return shared_profiles_shown(params, REDUCED_PROFILE)
 
 # The reduced profile at the paper's round budget (T = 50, issue 33 item 2): the same grid, 50 rounds
-# instead of 15, where FedAvg was still rising. Its sweep is under way; the verdicts move onto it
-# once every run is committed or diverged (claims.verdict_basis), and until then the chapter shows
-# how far it has got (:mod:`.redesign`).
+# instead of 15, where FedAvg was still rising. Its sweep is complete and the verdicts rest on it:
+# they move onto it only once every run is committed or diverged (claims.verdict_basis), and until
+# then the chapter shows how far it has got (:mod:`.redesign`).
 REDESIGN_PROFILE = profile(Params, "reduced/redesign/fedgmkd.yaml")
 
 
