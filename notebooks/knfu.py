@@ -203,7 +203,7 @@ print(f"heaviest neighbour among the 3 truly closest: {agreement['heaviest_is_cl
 # anew and only those runs are shown. The committed records shown are the runs the verdicts read
 # (`knfu.records_shown`): MNIST and CIFAR-10 rerun with every method under the round schedule it
 # chose on a validation split, and FedMD in its original form; the runs as first coded appear
-# beside them in the [tuning section](#are-the-baselines-as-strong-as-the-paper-s-the-round-s-schedule-tuned).
+# beside them in the section "Are the baselines as strong as the paper's?" below.
 
 # %%
 paper_records = knfu.reusable_paper_records(params)
