@@ -142,6 +142,9 @@ def claim_effects(rows: pd.DataFrame, ax, reading: str, title: str = "") -> None
 OUTCOME_MARKS = {"holds": "✓", "reversed": "✗", "inconclusive": "·", "left out": "○"}
 
 
+NOISE = 5e-5  # an effect smaller than this (in points) is float noise: effect_label prints it as zero
+
+
 def effect_label(effect: float) -> str:
     """An effect in points, short but never rounded to nothing: one decimal from 1 point up, two
     below ("+2.4", "+0.35", "+0.05"), and two significant digits where two decimals would read zero
@@ -152,9 +155,6 @@ def effect_label(effect: float) -> str:
     if abs(effect) >= 0.95:
         return f"{effect:+.1f}"
     return f"{effect:+.2f}" if round(abs(effect), 2) > 0 else f"{effect:+.2g}"
-
-
-NOISE = 5e-5  # an effect smaller than this (in points) is float noise: effect_label prints it as zero
 
 
 def cell_verdicts(table: pd.DataFrame, title: str = ""):

@@ -91,9 +91,10 @@ verdict_rows = ledger.verdict_box(knfu)
 # same schedules" below shows each claim both as first coded and as rerun). Before that rerun was
 # complete, CIFAR-10 was measured as first coded and not judged: there FedMD and Selective-FD ran
 # well below the paper's own numbers, so KnFu's lead could be the schedule's rather than the
-# method's (a results folder of your own without the rerun is judged so still). The tables and figures further down show these same
-# records wherever they cover a cell, and this page's own profile's runs elsewhere (each table's
-# caption names the profile); the runs as first coded appear beside the reruns in that section.
+# method's (a results folder of your own without the rerun is judged so still). The tables and
+# figures further down show these same records wherever they cover a cell, and this page's own
+# profile's runs elsewhere (each table's caption names the profile); the runs as first coded
+# appear beside the reruns in that section.
 
 # %% [markdown]
 # ## The paper and this reproduction
@@ -229,16 +230,7 @@ print(f"{len(configs)} runs of profile '{params.profile}', {len(committed_shown)
 # %% tags=["hide-input"]
 used = lambda path, by=None: report.record_values(records, path, by)  # noqa: E731
 tuned_runs = knfu.tuned_records()  # MNIST rerun under each method's chosen schedule (its own section below)
-
-
-def schedules_text(runs) -> str:
-    """Each method's round schedule in ``runs``, "KnFu: persistent/1e-4/1; …" (the methods whose schedule is tuned)."""
-    return "; ".join(f"{knfu.METHODS[algorithm]}: {schedule}" for algorithm, schedule in
-                     sorted({(r.config["algorithm"], knfu.schedule_of(r)) for r in runs
-                             if r.config["algorithm"] in knfu.TUNED}))
-
-
-verdict_schedules = schedules_text(tuned_runs)
+verdict_schedules = knfu.schedules_text(tuned_runs)
 hyperparameters = pd.DataFrame([
     ("clients N", "20", used("data.num_clients"), "paper, Sec. IV-A"),
     ("Dir(α), MNIST / CIFAR-10", "0.1, 0.25, 0.5, 1 / 0.1, 0.5, 1", used("data.alpha", "data.dataset"), "paper, Tables 1-2"),
@@ -290,7 +282,7 @@ for dataset, title in (("mnist", "Table 1 (MNIST)"), ("cifar10", "Table 2 (CIFAR
     if shown.empty:
         continue
     profiles = "+".join(sorted(set("+".join(shown["profile"]).split("+"))))
-    schedules = schedules_text([r for r in records if r.config["data"]["dataset"] == dataset])
+    schedules = knfu.schedules_text([r for r in records if r.config["data"]["dataset"] == dataset])
     judged_here = ("the records the verdict box judges" if committed_shown else
                    "this page's own runs; the verdicts judge the committed paper-scale records")
     display(Markdown(f"**{title}**, as the paper lays it out: settings as rows, methods as columns. Profile "
@@ -387,8 +379,8 @@ display(Markdown(report.markdown_list(knfu.verdict(ours, paper_ran))))
 # ## Are the baselines as strong as the paper's? The round's schedule, tuned
 #
 # As first coded, over the paper-profile cells, FedMD and Selective-FD ran below the paper on average
-# while KnFu ran above it; rerun under the tuned schedules below, every method runs at or above the paper on average,
-# the baselines most (the line under each rerun table gives both gaps). No coding error we could
+# while KnFu ran above it; rerun under the tuned schedules below, every method runs at or above the
+# paper on average, the baselines most (the line under each rerun table gives both gaps). No coding error we could
 # find explains it; the *schedule* of the round does. As first coded, every phase starts a fresh Adam at lr 1e-3 and a
 # client is scored right after one epoch of distillation on the transfer set; at small α that
 # digest flips many of a client's local predictions. The official FedMD keeps each client's Adam

@@ -521,3 +521,15 @@ def test_fedmd_in_its_original_form_is_shown_per_cell_beside_knfu_fedmd_and_the_
     assert row["FedMD (original form)"] == "79.0 ± 3.8" and row["seeds"] == 2
     assert (row["KnFu"], row["FedMD"], row["paper's FedMD"]) == (77.0, 75.0, 50.5)
     assert row["KnFu − FedMD (original form)"] == -2.0
+
+
+def test_each_tuned_methods_schedule_is_named_once_and_untuned_methods_are_left_out():
+    from types import SimpleNamespace
+
+    def run(algorithm, **schedule):
+        return SimpleNamespace(config={"algorithm": algorithm, "algorithm_params": schedule})
+
+    runs = [run("knfu"), run("knfu"), run("fedmd", optimizer_state="kept", revisit_epochs=1), run("fedmd_original")]
+    text = chapter.schedules_text(runs)
+    assert text == f"FedMD: {chapter.schedule_of(runs[2])}; KnFu: {chapter.DEFAULT}"
+    assert chapter.schedule_of(runs[2]) != chapter.DEFAULT and "original" not in text

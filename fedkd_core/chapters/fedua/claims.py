@@ -55,7 +55,7 @@ def distillation_gain(records) -> pd.DataFrame:
         return pd.DataFrame(columns=["ours", "paper"])
     table2 = paper_table2()
     paper = table2.pivot_table(index="partition", columns="algorithm", values="mean")
-    order = [p for p in dict.fromkeys(table2.partition) if p in ours.index] + [p for p in ours.index if p not in paper.index]
+    order = [p for p in dict.fromkeys(table2.partition) if p in ours.index]  # Table 2's partitions, in its order
     gain = pd.DataFrame({"ours": ours["feddf"] - ours["fedavg"], "paper": paper["feddf"] - paper["fedavg"]})
     return gain.reindex(order)
 
@@ -78,7 +78,7 @@ def read_at_scale(params=REDUCED_PROFILE, root=None) -> str:
     if len(gain):
         text += (f"At this budget FedDF's distillation moves FedAvg's accuracy by "
                  f"{', '.join(f'{round(v, 1) + 0.0:+.1f}' for v in gain.ours)} points ({', '.join(gain.index)}), where the paper's "
-                 f"moves it by {', '.join(f'{v:+.1f}' for v in gain.paper.dropna())}. ")
+                 f"moves it by {', '.join(f'{v:+.1f}' for v in gain.paper)}. ")
     return text + ("FedUA's teacher weights come from Eqs. 1, 2a and 2b, whose formulas our copy of the paper lost: "
                    "ours are a reading of its prose, giving weights that the chapter's diagnostics find near one-hot. "
                    f"So a verdict here says whether server distillation, and our reading of FedUA's weighting, help "

@@ -154,6 +154,6 @@ def originals_beside(ours: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
                           METHODS["knfu"]: mean_of("knfu"), METHODS["fedmd"]: mean_of("fedmd"),
                           "paper's FedMD": rows["paper's FedMD"],
                           f"KnFu − {METHODS[ORIGINAL]}": mean_of("knfu") - rows["mean"]})
-    order = {dataset: i for i, dataset in enumerate(("mnist", "cifar10"))}
+    order = {dataset: i for i, dataset in enumerate(dict.fromkeys(paper.dataset))}  # the paper's tables' order
     return table.sort_values(["dataset", "size", "alpha"], key=lambda c: c.map(order) if c.name == "dataset" else c,
                              ignore_index=True)

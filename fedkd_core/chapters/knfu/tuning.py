@@ -43,6 +43,13 @@ def schedule_of(record) -> str:
     return schedule_text(PhaseSchedule(**{f.name: params[f.name] for f in fields(PhaseSchedule) if f.name in params}))
 
 
+def schedules_text(runs) -> str:
+    """Each method's round schedule in ``runs`` (:func:`schedule_of`), "KnFu: kept/-/1; Local: kept/-/0",
+    for the methods whose schedule is tuned (:data:`~.grid.TUNED`)."""
+    return "; ".join(f"{METHODS[algorithm]}: {schedule}" for algorithm, schedule in
+                     sorted({(r.config["algorithm"], schedule_of(r)) for r in runs if r.config["algorithm"] in TUNED}))
+
+
 def tuning_records(root=None) -> list:
     """The committed records of :data:`~.profiles.TUNING_PROFILE` (nothing is run)."""
     return stored_records(experiments(TUNING_PROFILE), root)
@@ -135,7 +142,6 @@ def schedule_table(coded, tuned) -> pd.DataFrame:
     table["method"] = table.algorithm.map(METHODS)
     return table[columns].sort_values(["dataset", "size", "alpha", "method"], ascending=[False, True, True, True],
                                       ignore_index=True)
-
 
 
 def schedule_gaps(table: pd.DataFrame) -> str:
