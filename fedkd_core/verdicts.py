@@ -162,6 +162,13 @@ def pooled_p_value(means: Sequence[float], sds: Sequence[float], ns: Sequence[in
     return 0.0 if se == 0 else float(2 * stats.t.sf(distance / se, dof))
 
 
+def p_text(p: float) -> str:
+    """A p-value as the book prints it, "p = 0.030" or "p < 0.001": two significant digits with
+    their trailing zero kept, so 0.03 and 0.021 read at the same precision, and "< 0.001" below
+    that (with a few seeds a run, finer digits carry no information)."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:#.2g}"
+
+
 def holm(p_values: Sequence[float], family_error: float = 1 - LEVEL) -> list[bool]:
     """Holm's step-down correction: which of ``p_values`` (one family of tests) are rejected with
     the chance of any false rejection in the family at most ``family_error``. Sorted ascending, the

@@ -389,7 +389,7 @@ display(Markdown(report.markdown_list(knfu.verdict(ours, paper_ran))))
 #
 # So every method of the paper gets the same tuning budget over three schedule choices
 # (`fedkd_core.algorithms.shapes.schedule`): the optimiser **fresh** per phase or **kept** per client,
-# the digest's learning rate (the local update's, or 1e-4) and 0 or 1 **revisit** epoch after the
+# the digest's learning rate (the local update's, written `-`, or 0.0001) and 0 or 1 **revisit** epoch after the
 # digest, written `STATE/DIGEST_LR/REVISIT` (`fresh/-/0` is the round as first coded). The eight
 # schedules run in the tuning cells (MNIST, |D_n| = 100, α ∈ {0.1, 0.5, 1}, seed 0, the paper
 # profile otherwise), each client training on 80% of its data and scored on the 20% held out:

@@ -618,9 +618,9 @@ def test_holms_correction_runs_over_each_chapters_judged_claims_and_marks_the_ve
     family = ledger.with_holm(rows)[ledger.HOLM_COLUMN].tolist()
     # chapter A: three tests (the untested claim has none); 0.012 <= .05/3, then 0.026 > .05/2 stops
     assert family[0] == "survives Holm's correction over the chapter's 3 claims judged (p = 0.012)"
-    assert family[1] == "‡ not after Holm's correction over the chapter's 3 claims judged: p = 0.03 on its own"
+    assert family[1] == "‡ not after Holm's correction over the chapter's 3 claims judged: p = 0.030 on its own"
     assert family[2] == "" and family[3].startswith("‡")
-    assert family[4] == "survives Holm's correction over the chapter's 1 claim judged (p = 0.04)"  # B is its own family
+    assert family[4] == "survives Holm's correction over the chapter's 1 claim judged (p = 0.040)"  # B is its own family
     assert ledger.holm_count(ledger.with_holm(rows)[rows.chapter == "A"]) == (
         "1 of 3 decided verdicts survive Holm's correction over the 3 claims judged")
     html = ledger.verdict_html(ledger.with_holm(rows).iloc[1])

@@ -219,7 +219,7 @@ def test_each_method_keeps_the_schedule_with_the_best_mean_validation_alma_once_
     table = knfu.tuning_table(records)
     fedmd = table[table.algorithm == "fedmd"].set_index("schedule")
     assert fedmd.loc["kept/-/1", "validation ALMA (%)"] == pytest.approx(100 * (0.5 + 0.06))
-    assert fedmd.loc["kept/-/1", "vs default (points)"] == pytest.approx(6.0)
+    assert fedmd.loc["kept/-/1", knfu.GAIN_COLUMN] == pytest.approx(6.0)
     assert knfu.chosen_schedules(records) == {"fedmd": "kept/-/1", "knfu": "fresh/-/0"}
     tuned = knfu.tuned_params({"fedmd": "kept/-/1", "knfu": "fresh/-/0"})
     assert tuned.method_schedules() == {"knfu": PhaseSchedule(), "fedmd": PhaseSchedule("kept", None, 1)}

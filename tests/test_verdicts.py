@@ -354,3 +354,9 @@ def test_a_judged_verdict_carries_the_p_value_of_its_interval():
     widened = V.judge(effects, ["cell"], "A > B", widen=2.0)  # +2.25 points, widened by 2 each side
     assert widened.word == "inconclusive" and 0.05 <= widened.p_value < 1
     assert V.judge(effects, ["cell"], "A > B", widen=3.0).p_value == 1.0
+
+
+def test_p_values_print_at_one_precision_and_below_a_thousandth_as_a_bound():
+    assert [V.p_text(p) for p in (0.03, 0.021, 0.1, 1.0, 0.0012)] == [
+        "p = 0.030", "p = 0.021", "p = 0.10", "p = 1.0", "p = 0.0012"]
+    assert V.p_text(0.0009) == "p < 0.001" and V.p_text(0.0) == "p < 0.001"

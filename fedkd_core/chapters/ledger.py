@@ -407,7 +407,7 @@ def with_holm(rows: pd.DataFrame) -> pd.DataFrame:
     claims judged with an interval (a p-value) are one family, and Holm's step-down correction
     (:func:`fedkd_core.verdicts.holm`) says which decided verdicts (holds, partly, does not hold)
     keep at most 5% the chance that any of them calls an effect that is really zero non-zero:
-    "survives Holm's correction over the chapter's N claims judged (p = 0.0009)" or, for one it
+    "survives Holm's correction over the chapter's N claims judged (p < 0.001)" or, for one it
     does not keep, "‡ not after Holm's correction over the chapter's N claims judged: p = 0.021
     on its own". "" for the other verdicts. A decided verdict without a p-value is an error (a
     row built without it would otherwise read as kept)."""
@@ -422,8 +422,8 @@ def with_holm(rows: pd.DataFrame) -> pd.DataFrame:
         kept = dict(zip(family.index, V.holm(tested.tolist())))
         claims = f"the chapter's {claims_text(int(tested.notna().sum()))} judged"
         for index in family.index[family.verdict.isin(DECIDED)]:
-            texts[index] = (f"survives Holm's correction over {claims} (p = {p[index]:.2g})" if kept[index] else
-                            f"{HOLM_MARK} not after Holm's correction over {claims}: p = {p[index]:.2g} on its own")
+            texts[index] = (f"survives Holm's correction over {claims} ({V.p_text(p[index])})" if kept[index] else
+                            f"{HOLM_MARK} not after Holm's correction over {claims}: {V.p_text(p[index])} on its own")
     return rows.assign(**{HOLM_COLUMN: texts})
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from ... import verdicts as V
 from ...experiment import ExperimentConfig
 from .. import method_differences as shared_method_differences, reuses_reduced, uncovered
 from .grid import METHOD_NAMES, SETTING_OF_PARTITION, Params, grids
@@ -112,7 +113,7 @@ def divergence_tally_text(records, diverged, checks) -> str:
     for row in divergence_tally(records, diverged, checks):
         counts = ", ".join(f"{failed} of {runs} run{'s' if runs != 1 else ''} diverged on a {kind}"
                            for kind, (failed, runs) in row["counts"].items() if runs)
-        test = f" (Fisher's exact test, two-sided p = {row['p']:.2f})" if row["p"] == row["p"] else ""
+        test = f" (Fisher's exact test, two-sided {V.p_text(row['p'])})" if row["p"] == row["p"] else ""
         lines.append(f"{METHOD_NAMES.get(row['algorithm'], row['algorithm'])}, {row['partition']}: {counts}{test}")
     if not lines:
         return ""

@@ -33,12 +33,12 @@ from .records import (ORIGINAL, READ_SEEDS, SCALE_FIELDS, cell_of, experiments_t
                       paper_profile_records, profile_complete, reusable_paper_records)
 from .robustness import ROBUSTNESS, ROBUSTNESS_BASE_NOTE, selective_fd_filter_table
 from .tables import communication_table, final_table, history_frame, verdict
-from .tuning import (CANDIDATES, DEFAULT, chosen_schedules, schedule_gaps, same_runs, schedule_of, schedule_table, schedules_text,
+from .tuning import (CANDIDATES, DEFAULT, GAIN_COLUMN, chosen_schedules, schedule_gaps, same_runs, schedule_of, schedule_table, schedules_text,
                      tuned_cifar_records, tuned_params, tuned_records, tuning_records, tuning_table, verdict_changes)
 
 __all__ = [
     "RERUNS",
-    "AS_CODED_SUFFIX", "LOCAL_ON_CIFAR", "ORIGINAL_CIFAR_SUFFIX", "ORIGINAL_CLAIM", "ORIGINAL", "ORIGINAL_SUFFIX", "originals_on", "profile_complete", "gap_words", "gaps_to_paper", "CANDIDATES", "DEFAULT", "EFFECT_CELL_KEYS", "FEDMD_ORIGINAL_CIFAR_PROFILE", "FEDMD_ORIGINAL_PROFILE", "FusionExample", "METHODS", "METHOD_COLUMN",
+    "AS_CODED_SUFFIX", "LOCAL_ON_CIFAR", "ORIGINAL_CIFAR_SUFFIX", "ORIGINAL_CLAIM", "ORIGINAL", "ORIGINAL_SUFFIX", "originals_on", "profile_complete", "gap_words", "gaps_to_paper", "CANDIDATES", "DEFAULT", "GAIN_COLUMN", "EFFECT_CELL_KEYS", "FEDMD_ORIGINAL_CIFAR_PROFILE", "FEDMD_ORIGINAL_PROFILE", "FusionExample", "METHODS", "METHOD_COLUMN",
     "MODEL_FOR", "PAPER_BATCH_SIZE", "PAPER_PROFILE", "PAPER_RUNS", "Params", "READ_SEEDS", "ROBUSTNESS",
     "ROBUSTNESS_BASE", "ROBUSTNESS_BASE_NOTE", "ROBUSTNESS_ROW_PREFIX", "SCALE_FIELDS", "SHARING", "TUNED", "TUNED_CIFAR_LABEL", "TUNED_CIFAR_PROFILE", "TUNED_CIFAR_SUFFIX", "TUNED_PROFILE", "TUNED_SECTION",
     "TUNED_SUFFIX", "TUNING_PROFILE", "algorithm_params", "batch_size_for", "cell_of", "chosen_schedules",

@@ -35,6 +35,7 @@ from .tables import final_table
 CANDIDATES = ("fresh/-/0", "fresh/0.0001/0", "fresh/-/1", "fresh/0.0001/1",
               "kept/-/0", "kept/0.0001/0", "kept/-/1", "kept/0.0001/1")
 DEFAULT = "fresh/-/0"  # the round as first coded: what the committed paper-profile records ran
+GAIN_COLUMN = "vs as first coded (points)"  # a schedule's validation ALMA less DEFAULT's
 
 
 def schedule_of(record) -> str:
@@ -58,13 +59,13 @@ def tuning_records(root=None) -> list:
 def tuning_table(records) -> pd.DataFrame:
     """One row per method and schedule: validation ALMA (%) at the last round per tuning cell, its mean
     over the cells every schedule of the method has run (``cells``), and the gain over the default
-    schedule (points)."""
+    schedule (:data:`GAIN_COLUMN`, points)."""
     rows = [{"method": METHODS[r.config["algorithm"]], "algorithm": r.config["algorithm"],
              "schedule": schedule_of(r), "alpha": float(r.config["data"]["alpha"]),
              "alma": 100 * r.final["alma"]} for r in records]
     if not rows:
         return pd.DataFrame(columns=["method", "algorithm", "schedule", "cells", "validation ALMA (%)",
-                                     "vs default (points)"])
+                                     GAIN_COLUMN])
     frame = pd.DataFrame(rows)
     wide = frame.pivot_table(index=["method", "algorithm", "schedule"], columns="alpha", values="alma")
     # the mean is over the cells where every schedule of the method has run, so schedules are compared
@@ -74,7 +75,7 @@ def tuning_table(records) -> pd.DataFrame:
     shared = wide.where(complete.to_numpy())
     table = wide.assign(cells=shared.notna().sum(axis=1), **{"validation ALMA (%)": shared.mean(axis=1)}).reset_index()
     default = table[table.schedule == DEFAULT].set_index("algorithm")["validation ALMA (%)"]
-    table["vs default (points)"] = table["validation ALMA (%)"] - table.algorithm.map(default)
+    table[GAIN_COLUMN] = table["validation ALMA (%)"] - table.algorithm.map(default)
     return table.sort_values(["method", "validation ALMA (%)"], ascending=[True, False], ignore_index=True)
 
 
