@@ -24,13 +24,13 @@ def glance_table(ledger: pd.DataFrame | None = None) -> pd.DataFrame:
     """The ledger (:func:`fedkd_core.chapters.ledger.ledger`, read when not given) as the landing
     page's table: each claim linked to the chapter section that computes it (raw HTML: MyST would
     treat a Markdown link to ``chapters/x.html#anchor`` as a cross-reference it cannot resolve)."""
-    from .chapters.ledger import HOLM_COLUMN, ledger as read_ledger
+    from .chapters.ledger import HOLM_COLUMN, ledger as read_ledger, small_flag
 
     table = read_ledger() if ledger is None else ledger
     labels = scale_labels(table)
     rows = [{"paper": row.chapter,
              "claim": _escape(f'<a href="chapters/{escape(row.section)}">{escape(row.claim)}</a>'),
-             "our verdict": f"**{row.verdict}**" + holm_flag(row.get(HOLM_COLUMN, ""))
+             "our verdict": f"**{row.verdict}**" + small_flag(row.verdict, row.get("note", "")) + holm_flag(row.get(HOLM_COLUMN, ""))
                             + (f" ({row['versus paper']})" if row.get("versus paper") else "")
                             + gated_flag(row.get("note", "")) + best_round_flag(row.get("best round", "")),
              "effect (points) [95% interval]": row.effect + one_cell_flag(row.get("cells", "")),

@@ -20,7 +20,9 @@ How the numbers are turned into a verdict (the Claims page explains the same in 
   some cell reversed), *does not hold* (interval below zero), *inconclusive* (the interval
   contains zero), *untested at this scale* (every cell failed the convergence gate, :func:`gate`);
   a chapter may withhold a measured verdict as *not judged: unequal tuning* (the methods compared
-  did not get the same tuning budget: :func:`fedkd_core.chapters.ledger.withhold`).
+  did not get the same tuning budget: :func:`fedkd_core.chapters.ledger.withhold`). A decided
+  word whose whole interval lies within 1 point of zero is flagged *small* (:func:`under_a_point`):
+  the direction is decided, the size is under a point.
 * **Many claims at once**: each verdict also carries the p-value of the test its interval
   inverts (:func:`pooled_p_value`), and a chapter's claims are one family for Holm's step-down
   correction (:func:`holm`, applied by :func:`fedkd_core.chapters.ledger.with_holm`), which marks
@@ -260,6 +262,16 @@ def claim_word(interval: Interval, reversed_cells: int) -> str:
     if interval.low > 0:
         return PARTLY if reversed_cells else HOLDS
     return DOES_NOT_HOLD if interval.high < 0 else INCONCLUSIVE
+
+
+def under_a_point(interval: Interval, word: str, size: float = DECIDABLE_EFFECT) -> bool:
+    """Whether a decided verdict (holds, partly, does not hold) is *small*: its whole 95% interval
+    lies within ``size`` points of zero, so the direction is decided but the effect is under a
+    point. Such an effect is real at these settings and seeds, and yet smaller than what moves a
+    run between CPUs (:func:`effect_drift`) or what the papers' tables print as a difference."""
+    if word not in (HOLDS, PARTLY, DOES_NOT_HOLD) or np.isnan(interval.low):
+        return False
+    return max(abs(interval.low), abs(interval.high)) < size
 
 
 def versus_paper(ours: Interval, word: str, paper: "Verdict | None") -> str:

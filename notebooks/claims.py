@@ -141,7 +141,10 @@ for name in (n for n in CHAPTERS if hasattr(chapter_module(n), "ROBUSTNESS")):
 # per cell.
 #
 # **The words.** *holds*: the claim's interval lies above zero and no cell is reversed; *partly*:
-# above zero, some cell reversed; *does not hold*: below zero; *inconclusive*: it contains zero —
+# above zero, some cell reversed; *does not hold*: below zero; *(small)* beside a decided word:
+# the whole interval lies within 1 point of zero (`verdicts.under_a_point`), so the direction is
+# decided and the size is not one to build on: under a point, the order of the drift between CPUs
+# measured below; *inconclusive*: it contains zero —
 # the note then says how many seeds per cell would decide an effect of 1 point at the observed
 # spread, or that the interval already rules out effects of 1 point (any effect is smaller);
 # *not judged: unequal tuning*: the effect is measured and shown, but the methods it compares did not

@@ -117,3 +117,24 @@ def test_a_paper_whose_scale_leaves_out_what_its_claims_are_about_is_read_with_a
     a_table, b_line = page.index("| claim |"), page.index("**B**")
     warning = page.index(glance.READ_AT_SCALE + "A's server trains for one epoch.")
     assert a_table < warning < b_line and page.count(glance.READ_AT_SCALE) == 1
+
+
+def test_a_decided_verdict_under_a_point_is_flagged_small_on_the_landing_page_and_the_claims_page():
+    from fedkd_core import verdicts as V
+
+    tight = V.Verdict("A > B", V.HOLDS, V.Interval(0.34, 0.18, 0.51), cells=4, holding=2, seeds="3")
+    wide = replace_interval(tight, V.Interval(0.9, 0.5, 1.2))  # its upper bound passes a point
+    note = ledger.note_text(tight)
+    assert ledger.SMALL_NOTE in note and ledger.SMALL_NOTE not in ledger.note_text(wide)
+    row = ledger.untestable("X", "A > B", "", "x.html#v").assign(verdict="holds", note=note)
+    assert glance.glance_table(row)["our verdict"].iloc[0] == "**holds** (small)"
+    assert ledger.verdict_html(row.iloc[0]).endswith("holds</span></b> (small)")
+    # a word a chapter withheld is not flagged, though the measured note stays
+    withheld = row.assign(verdict=V.UNEQUAL_TUNING)
+    assert "(small)" not in glance.glance_table(withheld)["our verdict"].iloc[0]
+
+
+def replace_interval(verdict, interval):
+    from dataclasses import replace
+
+    return replace(verdict, interval=interval)

@@ -360,3 +360,12 @@ def test_p_values_print_at_one_precision_and_below_a_thousandth_as_a_bound():
     assert [V.p_text(p) for p in (0.03, 0.021, 0.1, 1.0, 0.0012)] == [
         "p = 0.030", "p = 0.021", "p = 0.10", "p = 1.0", "p = 0.0012"]
     assert V.p_text(0.0009) == "p < 0.001" and V.p_text(0.0) == "p < 0.001"
+
+
+def test_a_decided_effect_is_small_only_where_its_whole_interval_lies_within_a_point_of_zero():
+    assert V.under_a_point(V.Interval(0.34, 0.18, 0.51), V.HOLDS)
+    assert V.under_a_point(V.Interval(-0.5, -0.9, -0.1), V.DOES_NOT_HOLD)
+    assert V.under_a_point(V.Interval(0.4, 0.1, 0.7), V.PARTLY)
+    assert not V.under_a_point(V.Interval(0.9, 0.5, 1.2), V.HOLDS)  # the interval reaches past a point
+    assert not V.under_a_point(V.Interval(0.06, -0.06, 0.18), V.INCONCLUSIVE)  # not decided: its own note
+    assert not V.under_a_point(V.Interval(0.3, float("nan"), float("nan")), V.HOLDS)  # no interval

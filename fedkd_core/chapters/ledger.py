@@ -354,10 +354,23 @@ def gated_text(verdict, gated: dict | None) -> str:
     return f"{GATED_PREFIX}{gated['final'].word} {gated['final'].effect_text}".rstrip(" —")
 
 
+SMALL_NOTE = f"small: the whole interval lies within {V.DECIDABLE_EFFECT:g} point of zero"
+
+
+def small_flag(verdict: str, note) -> str:
+    """" (small)" beside a decided verdict whose note says its whole interval lies within a point of
+    zero (:data:`SMALL_NOTE`), else "" (also where a chapter withheld the word: :func:`withhold`)."""
+    return " (small)" if verdict in DECIDED and SMALL_NOTE in str(note or "") else ""
+
+
 def note_text(verdict) -> str:
-    """What stands behind a verdict beyond its interval: the gate's note, and for an inconclusive
-    claim the seeds per cell that would decide an effect of 1 point."""
+    """What stands behind a verdict beyond its interval: the gate's note, for a decided claim
+    whose interval lies within a point of zero :data:`SMALL_NOTE`
+    (:func:`fedkd_core.verdicts.under_a_point`), and for an inconclusive claim the seeds per cell
+    that would decide an effect of 1 point."""
     parts = [verdict.note] if verdict.note else []
+    if V.under_a_point(verdict.interval, verdict.word):
+        parts.append(f"{SMALL_NOTE}: the direction is decided, the size is under a point")
     if verdict.word == V.INCONCLUSIVE and verdict.seeds_needed is not None:
         seeds = int(verdict.seeds.split("-")[0]) if verdict.seeds else 0
         if verdict.seeds_needed <= seeds:
@@ -383,14 +396,15 @@ def withhold(rows: pd.DataFrame, word: str, reasons: dict[str, str]) -> pd.DataF
 
 
 def verdict_html(row) -> str:
-    """A row's verdict word in bold, with how its effect compares with the paper's under it, and
+    """A row's verdict word in bold (flagged small where :func:`small_flag` says so), with how its effect compares with the paper's under it, and
     where Holm's correction over its chapter's claims does not keep it, that (:func:`with_holm`).
     Each word is kept whole (a narrow column wraps between words: "untested at / this scale", never
     "inconclusi / ve")."""
     versus = str(row.get("versus paper", "") or "")
     holm_note = str(row.get(HOLM_COLUMN, "") or "")
     weaker = not_kept_by_holm(holm_note)
-    return (f"<b>{whole_words(row.verdict)}</b>" + (f" {HOLM_MARK}" if weaker else "")
+    return (f"<b>{whole_words(row.verdict)}</b>" + small_flag(row.verdict, row.get("note", ""))
+            + (f" {HOLM_MARK}" if weaker else "")
             + (f"<br><small>{escape(versus)}</small>" if versus else "")
             + (f"<br><small>{escape(holm_note.removeprefix(HOLM_MARK).strip())}</small>" if weaker else ""))
 
