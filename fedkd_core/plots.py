@@ -142,14 +142,13 @@ def claim_effects(rows: pd.DataFrame, ax, reading: str, title: str = "") -> None
 OUTCOME_MARKS = {"holds": "✓", "reversed": "✗", "inconclusive": "·", "left out": "○"}
 
 
-NOISE = 5e-5  # an effect smaller than this (in points) is float noise: effect_label prints it as zero
-
-
 def effect_label(effect: float) -> str:
     """An effect in points, short but never rounded to nothing: one decimal from 1 point up, two
     below ("+2.4", "+0.35", "+0.05"), and two significant digits where two decimals would read zero
     ("+0.004"), so a small effect whose interval lies above zero never reads "+0.0 ✓"; float noise
-    (below 0.00005, "+3.7e-15") is zero."""
+    (below :data:`fedkd_core.verdicts.NOISE`, "+3.7e-15") is zero."""
+    from .verdicts import NOISE
+
     if abs(effect) < NOISE:
         return f"{0.0:+.1f}"
     if abs(effect) >= 0.95:

@@ -68,6 +68,7 @@ DECIDABLE_EFFECT = 1.0  # points: "what more seeds would buy" is the seeds that 
 # variant read at round 15 against the base's R = 15 runs; fedkd_core.performance.drift_pairs
 # recomputes it from the records, and a test keeps this constant equal to it).
 MACHINE_DRIFT = 0.46
+NOISE = 5e-5  # points: an effect or bound closer to zero than this is float noise, printed as zero
 
 
 def effect_drift(run_drift: float = MACHINE_DRIFT) -> float:
@@ -89,12 +90,12 @@ class Interval:
         two where every number is below a point (so "+0.04 [-0.05, +0.13]" does not read
         "+0.0 [-0.1, +0.1]"), and more (up to 4) where a bound that is not zero would print as
         zero: "+0.340 [+0.003, +0.680]", not "[+0.00, +0.68]" beside "holds", which reads as touching
-        zero (a bound below 0.00005, float noise included, keeps the usual decimals)."""
+        zero (a bound below :data:`NOISE`, float noise, keeps the usual decimals)."""
         if np.isnan(self.mean):
             return "—"
         if digits is None:
             digits = 2 if np.nanmax(np.abs([self.mean, self.low, self.high])) < 1 else 1
-            while digits < 4 and any(round(abs(b), digits) == 0 != round(abs(b), 4) for b in (self.low, self.high)):
+            while digits < 4 and any(round(abs(b), digits) == 0 and abs(b) >= NOISE for b in (self.low, self.high)):
                 digits += 1
         if np.isnan(self.low):
             return f"{self.mean:+.{digits}f}"
