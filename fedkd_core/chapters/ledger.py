@@ -370,7 +370,7 @@ def note_text(verdict) -> str:
     that would decide an effect of 1 point."""
     parts = [verdict.note] if verdict.note else []
     if V.under_a_point(verdict.interval, verdict.word):
-        parts.append(f"{SMALL_NOTE}: the direction is decided, the size is under a point")
+        parts.append(f"{SMALL_NOTE} (the direction is decided, the size is under a point)")
     if verdict.word == V.INCONCLUSIVE and verdict.seeds_needed is not None:
         seeds = int(verdict.seeds.split("-")[0]) if verdict.seeds else 0
         if verdict.seeds_needed <= seeds:
@@ -396,8 +396,9 @@ def withhold(rows: pd.DataFrame, word: str, reasons: dict[str, str]) -> pd.DataF
 
 
 def verdict_html(row) -> str:
-    """A row's verdict word in bold (flagged small where :func:`small_flag` says so), with how its effect compares with the paper's under it, and
-    where Holm's correction over its chapter's claims does not keep it, that (:func:`with_holm`).
+    """A row's verdict word in bold (flagged where :func:`small_flag` says so), with how its effect
+    compares with the paper's under it, and where Holm's correction over its chapter's claims does
+    not keep it, that (:func:`with_holm`).
     Each word is kept whole (a narrow column wraps between words: "untested at / this scale", never
     "inconclusi / ve")."""
     versus = str(row.get("versus paper", "") or "")
