@@ -138,3 +138,17 @@ def replace_interval(verdict, interval):
     from dataclasses import replace
 
     return replace(verdict, interval=interval)
+
+
+def test_a_best_round_verdict_under_a_point_says_small_where_the_landing_page_names_it():
+    from fedkd_core import verdicts as V
+
+    final = V.Verdict("A > B", V.INCONCLUSIVE, V.Interval(0.06, -0.06, 0.18), cells=1, seeds="3")
+    best = V.Verdict("A > B", V.HOLDS, V.Interval(0.047, 0.003, 0.092), cells=1, holding=1, seeds="3")
+    text = ledger.best_round_text(final, best)
+    assert text.startswith("holds (small), +0.047 [+0.003, +0.092]") and text.endswith(ledger.BEST_ROUND_DIFFERS)
+    row = ledger.untestable("X", "A > B", "", "x.html#v").assign(verdict="inconclusive", **{"best round": text})
+    assert glance.glance_table(row)["our verdict"].iloc[0] == (
+        "**inconclusive** ⚑ on each run's best round: holds (small), +0.047 [+0.003, +0.092]")
+    large = replace_interval(best, V.Interval(2.0, 1.0, 3.0))
+    assert ledger.best_round_text(final, large).startswith("holds, +2.0")

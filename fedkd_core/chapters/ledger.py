@@ -300,11 +300,13 @@ def differing_best_verdict(best_round: str) -> str:
 
 
 def best_round_text(final, best) -> str:
-    """The verdict on each run's best round, flagged where it differs from the final round's."""
+    """The verdict on each run's best round ("(small)" where its whole interval lies within a point
+    of zero, as :func:`small_flag` marks the final round's), flagged where it differs from the final round's."""
     if best.word == NO_RECORDS:
         return "—"
     flag = "" if best.word == final.word else BEST_ROUND_DIFFERS
-    return f"{best.word}, {best.effect_text}{flag}"
+    small = " (small)" if V.under_a_point(best.interval, best.word) else ""
+    return f"{best.word}{small}, {best.effect_text}{flag}"
 
 
 def judged_rows(chapter: str, module, records, section: str, scale: str, evidence_text: str,
