@@ -67,7 +67,6 @@ from fedkd_core import plots, report, tables
 from fedkd_core.algorithms import algorithm_config
 from fedkd_core.chapters import fedckd as chapter
 from fedkd_core.chapters import notebook_params, reuse_message
-from fedkd_core.cpuinfo import machine_text
 from fedkd_core.results import run_grid
 
 params = notebook_params(chapter.Params, globals())
@@ -278,19 +277,8 @@ def show_comparison(setting: str, title: str) -> pd.DataFrame:
 table1 = show_comparison("practical", "Table I — practical setting, Dir(α)")
 table2 = show_comparison("pathological", "Table II — pathological setting")
 if paper_diverged:
-    projected = chapter.diverged_seeds(paper_records, paper_diverged, chapter.grids(chapter.PAPER_FMNIST100)["main"])
-    display(Markdown("Runs of the paper-scale column that diverged (no accuracy; stored as `.diverged.json`): "
-                     + "; ".join(f"{chapter.METHOD_NAMES[d.algorithm]}, {d.config['data']['partition']}, seed "
-                                 f"{d.config['seed']}: {d.error.split('; ')[0]}, in round {d.round}, on "
-                                 f"{machine_text(d.environment.get('device_name'))}" for d in paper_diverged)
-                     + ". A claim needs every method it names in a seed, so a diverged run takes its seed out of "
-                       "the claims that name its method; with the runs finished so far (a seed still missing "
-                       "another method is out already, and is named once that method has run): "
-                     + "; ".join(f"*{claim}*: {text}" for claim, text in
-                                 chapter.diverged_seeds(paper_records, paper_diverged).items()) + ". "
-                     + ("Once every run of the column has finished, if no other run diverges, they will take out: "
-                        + "; ".join(f"*{claim}*: {text}" for claim, text in projected.items())
-                        + " (of the paper's 3 seeds per setting)." if projected else "")))
+    display(Markdown(chapter.divergences_text(paper_records, paper_diverged,
+                                              chapter.grids(chapter.PAPER_FMNIST100)["main"])))
     checks = chapter.machine_checks(paper_diverged)
     checked = chapter.machine_check_text(checks)
     if checked:

@@ -629,6 +629,19 @@ def test_a_diverged_run_takes_its_seed_out_of_exactly_the_claims_that_name_its_m
     projected = claims.diverged_seeds([], [run_2], planned)
     assert projected["FedCKD > pFedSD"] == "pathological seed 2 (pFedSD diverged in round 12)"
     assert "FedCKD > pFedSD" in projected and set(projected) <= set(left_out)  # never a claim without pFedSD
+    # in words: while seed 2's other runs are to come, what is lost so far and what will be; once they
+    # are in (here: every planned run but the diverged one stands as finished), only what is lost
+    named = SimpleNamespace(**vars(run_2), error="non-finite loss; x", environment={"device_name": "A CPU"})
+    under_way = claims.divergences_text([], [named], planned)
+    assert "pFedSD, pathological, seed 2: non-finite loss, in round 12" in under_way
+    assert "so far" in under_way and "Once every run of the column has finished" in under_way
+    done = [SimpleNamespace(key=config_hash(c)) for c in planned if config_hash(c) != named.key]
+    monkeypatch.setattr(claims, "diverged_seeds", lambda records, divergences, planned=(): projected)
+    complete = claims.divergences_text(done, [named], planned)
+    assert "so far" not in complete and "Once every run" not in complete
+    assert "(of the paper's 3 seeds per setting): *" in complete and complete.endswith(".")
+    assert "*FedCKD > pFedSD*: pathological seed 2 (pFedSD diverged in round 12)" in complete
+    assert claims.divergences_text([], [], planned) == ""
 
 
 def test_divergences_are_tallied_by_kind_of_device_with_fishers_exact_test():

@@ -100,6 +100,30 @@ def _unfinished(planned, records, divergences) -> list[dict]:
     return [_planned_stand_in(config) for config in planned if config_hash(config) not in finished]
 
 
+def divergences_text(records, divergences, planned) -> str:
+    """The paper-scale column's diverged runs in words, and the seeds each takes out of the claims
+    that name its method (:func:`diverged_seeds`): while runs of ``planned`` (the column's configs)
+    are still to come, those lost so far and those lost once the column is complete if no other
+    run diverges; once it is complete, what is lost. "" without divergences."""
+    from ...cpuinfo import machine_text
+
+    if not divergences:
+        return ""
+    runs = "; ".join(f"{METHOD_NAMES[d.algorithm]}, {d.config['data']['partition']}, seed {d.config['seed']}: "
+                     f"{d.error.split('; ')[0]}, in round {_round_text(d)}, on "
+                     f"{machine_text(d.environment.get('device_name'))}" for d in divergences)
+    lost = "; ".join(f"*{claim}*: {text}" for claim, text in diverged_seeds(records, divergences).items())
+    text = (f"Runs of the paper-scale column that diverged (no accuracy; stored as `.diverged.json`): {runs}. "
+            "A claim needs every method it names in a seed, so a diverged run takes its seed out of the claims "
+            "that name its method")
+    if not _unfinished(planned, records, divergences):
+        return f"{text} (of the paper's 3 seeds per setting): {lost}."
+    projected = "; ".join(f"*{claim}*: {text}" for claim, text in diverged_seeds(records, divergences, planned).items())
+    return (f"{text}; with the runs finished so far (a seed still missing another method is out already, and "
+            f"is named once that method has run): {lost}. Once every run of the column has finished, if no "
+            f"other run diverges, they will take out: {projected} (of the paper's 3 seeds per setting).")
+
+
 def _round_text(run) -> str:
     return "?" if run.round is None else str(int(run.round))
 
