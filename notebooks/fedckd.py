@@ -92,7 +92,7 @@ display(Markdown(chapter.verdict_basis_text()))
 # profile. A claim is never judged on part of its runs (on whatever seeds the sweep reached
 # first). The line under the box counts what is committed and names the claims that have moved;
 # each row's *scale* on the [Claims page](claims.ipynb) says where it is judged. The tables further
-# down show the committed reduced-profile records, the paper-scale column as far as it has run,
+# down show the committed reduced-profile records, the paper-scale column (every run committed),
 # and this page's own runs, each row labelled with its profile.
 
 # %% [markdown]
@@ -246,10 +246,11 @@ print(f"{len(every)} runs, of the {' and '.join(sorted(set(r.profile for r in ev
 # every method sees less data for less time, and all of them are expected to land below the
 # paper's numbers; what it tests is the *order* of the methods. The quick and smoke profiles are
 # smaller still. Rows of profile `paper` are the paper-scale column
-# (`notebooks/params/paper/fedckd_fmnist100.yaml`) as far as its sweep has got: `(1 seed)` says how
-# many of its three seeds a cell has, a cell names the seeds whose runs diverged (with the round),
-# the paragraph under the tables says which claims those runs take seeds out of, and each claim's
-# verdict moves to the column once every run that claim compares is finished.
+# (`notebooks/params/paper/fedckd_fmnist100.yaml`): `(1 seed)` says how many of its three seeds a
+# cell has, a cell names the seeds whose runs diverged (with the round), the paragraph under the
+# tables says which claims those runs take seeds out of, and each claim's verdict moved to the
+# column once every run that claim compares had finished (the Claims page's *Reruns at a larger
+# scale* says how many have).
 
 # %% tags=["hide-input"]
 main = ours["main"]
