@@ -30,7 +30,8 @@ def glance_table(ledger: pd.DataFrame | None = None) -> pd.DataFrame:
     labels = scale_labels(table)
     rows = [{"paper": row.chapter,
              "claim": _escape(f'<a href="chapters/{escape(row.section)}">{escape(row.claim)}</a>'),
-             "our verdict": f"**{row.verdict}**" + small_flag(row.verdict, row.get("note", "")) + holm_flag(row.get(HOLM_COLUMN, ""))
+             "our verdict": f"**{row.verdict}**" + small_flag(row.verdict, row.get("note", ""))
+                            + holm_flag(row.get(HOLM_COLUMN, ""))
                             + (f" ({row['versus paper']})" if row.get("versus paper") else "")
                             + gated_flag(row.get("note", "")) + best_round_flag(row.get("best round", "")),
              "effect (points) [95% interval]": row.effect + one_cell_flag(row.get("cells", "")),

@@ -268,8 +268,8 @@ def claim_word(interval: Interval, reversed_cells: int) -> str:
 def under_a_point(interval: Interval, word: str, size: float = DECIDABLE_EFFECT) -> bool:
     """Whether a decided verdict (holds, partly, does not hold) is *small*: its whole 95% interval
     lies within ``size`` points of zero, so the direction is decided but the effect is under a
-    point. Such an effect is real at these settings and seeds, and yet smaller than what moves a
-    run between CPUs (:func:`effect_drift`) or what the papers' tables print as a difference."""
+    point. Such an effect is real at these settings and seeds, and yet of the order of what moves
+    an effect between CPUs (:func:`effect_drift`)."""
     if word not in (HOLDS, PARTLY, DOES_NOT_HOLD) or np.isnan(interval.low):
         return False
     return max(abs(interval.low), abs(interval.high)) < size

@@ -305,7 +305,7 @@ def best_round_text(final, best) -> str:
     if best.word == NO_RECORDS:
         return "—"
     flag = "" if best.word == final.word else BEST_ROUND_DIFFERS
-    small = " (small)" if V.under_a_point(best.interval, best.word) else ""
+    small = SMALL_MARK if V.under_a_point(best.interval, best.word) else ""
     return f"{best.word}{small}, {best.effect_text}{flag}"
 
 
@@ -357,12 +357,13 @@ def gated_text(verdict, gated: dict | None) -> str:
 
 
 SMALL_NOTE = f"small: the whole interval lies within {V.DECIDABLE_EFFECT:g} point of zero"
+SMALL_MARK = " (small)"  # beside a verdict word whose interval lies within a point of zero
 
 
 def small_flag(verdict: str, note) -> str:
     """" (small)" beside a decided verdict whose note says its whole interval lies within a point of
     zero (:data:`SMALL_NOTE`), else "" (also where a chapter withheld the word: :func:`withhold`)."""
-    return " (small)" if verdict in DECIDED and SMALL_NOTE in str(note or "") else ""
+    return SMALL_MARK if verdict in DECIDED and SMALL_NOTE in str(note or "") else ""
 
 
 def note_text(verdict) -> str:

@@ -112,16 +112,22 @@ def divergences_text(records, divergences, planned) -> str:
     runs = "; ".join(f"{METHOD_NAMES[d.algorithm]}, {d.config['data']['partition']}, seed {d.config['seed']}: "
                      f"{d.error.split('; ')[0]}, in round {_round_text(d)}, on "
                      f"{machine_text(d.environment.get('device_name'))}" for d in divergences)
-    lost = "; ".join(f"*{claim}*: {text}" for claim, text in diverged_seeds(records, divergences).items())
+    lost = _claims_and_seeds(diverged_seeds(records, divergences))
     text = (f"Runs of the paper-scale column that diverged (no accuracy; stored as `.diverged.json`): {runs}. "
             "A claim needs every method it names in a seed, so a diverged run takes its seed out of the claims "
             "that name its method")
     if not _unfinished(planned, records, divergences):
         return f"{text} (of the paper's 3 seeds per setting): {lost}."
-    projected = "; ".join(f"*{claim}*: {text}" for claim, text in diverged_seeds(records, divergences, planned).items())
+    projected = _claims_and_seeds(diverged_seeds(records, divergences, planned))
     return (f"{text}; with the runs finished so far (a seed still missing another method is out already, and "
-            f"is named once that method has run): {lost}. Once every run of the column has finished, if no "
-            f"other run diverges, they will take out: {projected} (of the paper's 3 seeds per setting).")
+            f"is named once that method has run): {lost}."
+            + (f" Once every run of the column has finished, if no other run diverges, they will take out: "
+               f"{projected} (of the paper's 3 seeds per setting)." if projected else ""))
+
+
+def _claims_and_seeds(lost: dict[str, str]) -> str:
+    """:func:`diverged_seeds` as one line: "*claim*: seeds; *claim*: seeds"."""
+    return "; ".join(f"*{claim}*: {seeds}" for claim, seeds in lost.items())
 
 
 def _round_text(run) -> str:
