@@ -24,7 +24,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from fedkd_core import performance
-from fedkd_core.algorithms.fedgmkd import class_prototypes
+from fedkd_core.algorithms.fedgmkd import host_class_prototypes
 
 SAMPLES, CLASSES, DIMENSIONS, CLUSTERS = 500, 10, 32, 3
 
@@ -48,7 +48,7 @@ def thread_counts(cores: int) -> list[int]:
 
 def seconds_per_client(features, labels, threads: int, repeats: int):
     """The mean seconds of one client's fits with ``threads`` threads per pool, and their output."""
-    fit = class_prototypes.__wrapped__  # the fits without the package's one-thread limit
+    fit = host_class_prototypes.__wrapped__  # the fits without the package's one-thread limit
     with threadpool_limits(limits=threads):
         knowledge = fit(features, labels, CLASSES)  # warm-up: libraries load, pools start
         began = time.perf_counter()

@@ -31,6 +31,7 @@ from .leases import state_path
 from .cpuinfo import CPUINFO, cpu_description
 from .experiment import ExperimentConfig, RunDiverged, default_device, simulate
 from .precision import execution_settings, precision_name, use_bf16
+from .randomness import MASK_GENERATOR
 
 # Bump when a change to the code makes earlier records stale; it is part of every key.
 RECORD_VERSION = 2  # 2: randomness per (seed, round, party), fedkd_core.randomness
@@ -64,6 +65,7 @@ ADDED_FIELDS = {
     ("algorithm_params", "optimizer_state"): "fresh",
     ("algorithm_params", "digest_lr"): None,
     ("algorithm_params", "revisit_epochs"): 0,
+    ("algorithm_params", "mixture_backend"): "sklearn",  # FedGMKD's mixture fits (fedkd_core.mixture)
     ("data", "validation_fraction"): 0.0,
 }
 
@@ -293,6 +295,9 @@ def environment(device: torch.device, bf16: bool) -> dict:
         "precision": precision_name(bf16),
         **execution_settings(device),
         "machine": platform.machine(),
+        # which generator drew the dropout masks (fedkd_core.randomness.mask_generator_of reads
+        # it; a record without it predates host-drawn masks)
+        "mask_generator": MASK_GENERATOR,
     }
 
 

@@ -408,7 +408,7 @@ def test_mixture_fits_run_on_one_host_thread_whatever_the_caller_allows(monkeypa
     g = torch.Generator().manual_seed(0)
     features, labels = torch.randn(120, 4, generator=g), torch.arange(120) % 3
     with threadpool_limits(limits=2):
-        two_threads = class_prototypes.__wrapped__(features, labels, 3, max_components=2)  # without the limit
+        two_threads = module.host_class_prototypes.__wrapped__(features, labels, 3, max_components=2)  # without the limit
     monkeypatch.setattr(GaussianMixture, "fit", recording_fit)
     with threadpool_limits(limits=2):
         limited = class_prototypes(features, labels, 3, max_components=2)

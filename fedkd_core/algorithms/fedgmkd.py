@@ -100,6 +100,11 @@ class FedGMKDConfig:
     kd_on: str = "probs"  # paper form: softmax(C(H)/T) vs Q ("logits": the literal C(H)/T vs Q/T)
     max_grad_norm: float | None = None  # paper: 0 (off); code: 1.1, in rounds with knowledge
     untrained_client: str = "global"
+    # Where the "gmm"/"code" mixtures are fitted: "sklearn" (scikit-learn on the host CPU, one class
+    # and component count at a time: every committed record) or "torch" (fedkd_core.mixture: batched
+    # EM on the run's device; the same prototypes within the EM tolerance, not bit-identical, so a
+    # field: "sklearn" is results.ADDED_FIELDS' old value and keeps the committed records' keys).
+    mixture_backend: str = "sklearn"
 
     def __post_init__(self) -> None:
         check_choice(self.variant, PRESETS, "variant")
@@ -113,6 +118,7 @@ class FedGMKDConfig:
         check_choice(self.loss_form, LOSS_FORMS, "loss_form")
         check_choice(self.kd_on, KD_INPUTS, "kd_on")
         check_choice(self.untrained_client, UNTRAINED_CLIENT_MODEL, "untrained_client")
+        check_choice(self.mixture_backend, MIXTURE_BACKENDS, "mixture_backend")
         for name in ("lam", "gamma", "dat_a", "dat_b", "max_grad_norm"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0 (got {getattr(self, name)})")
@@ -179,6 +185,8 @@ def code_prototype(x: np.ndarray, **fit) -> tuple[np.ndarray, int]:
 PROTOTYPES: dict[str, Callable[..., tuple[np.ndarray, int]]] = {
     "gmm": gmm_prototype, "mean": mean_prototype, "code": code_prototype}
 
+MIXTURE_BACKENDS = ("sklearn", "torch")
+
 
 class ClientKnowledge(NamedTuple):
     """A client's CKF K_i (Eq. 7) for every class; rows of absent classes are zero."""
@@ -189,13 +197,37 @@ class ClientKnowledge(NamedTuple):
     components: torch.Tensor  # (C,) int64, GMM components chosen by BIC (0: no mixture fitted)
 
 
-@on_one_host_thread
 def class_prototypes(features: torch.Tensor, labels: torch.Tensor, num_classes: int,
                      logits: torch.Tensor | None = None, *, temperature: float = 1.0, prototype: str = "gmm",
-                     min_components: int = 1, max_components: int = 6, random_state: int = 0) -> ClientKnowledge:
+                     min_components: int = 1, max_components: int = 6, random_state: int = 0,
+                     mixture_backend: str = "sklearn") -> ClientKnowledge:
     """Per class j: the prototype ĥ^j of ``prototype``'s rule (Eq. 5 for "gmm") on the features
     (fitted in float64), the count N^j, and the soft prediction q̂^j = mean of softmax(logits/T)
-    (Eq. 3 with the code's temperature; the class mean, which Eq. 5 on z reduces to). The fits run
+    (Eq. 3 with the code's temperature; the class mean, which Eq. 5 on z reduces to). The mixtures
+    are fitted by ``mixture_backend``: "sklearn" on one host thread (:func:`host_class_prototypes`),
+    "torch" batched on the features' device (:mod:`fedkd_core.mixture`)."""
+    check_choice(prototype, PROTOTYPES, "prototype")
+    check_choice(mixture_backend, MIXTURE_BACKENDS, "mixture_backend")
+    if mixture_backend == "sklearn" or prototype == "mean":
+        return host_class_prototypes(features, labels, num_classes, logits, temperature=temperature,
+                                     prototype=prototype, min_components=min_components,
+                                     max_components=max_components, random_state=random_state)
+    from ..mixture import class_mixture_prototypes
+
+    fitted, components = class_mixture_prototypes(features, labels, num_classes, prototype,
+                                                  min_components=min_components, max_components=max_components,
+                                                  random_state=random_state)
+    y = labels.detach().cpu().numpy()
+    counts = np.bincount(y, minlength=num_classes)[:num_classes]
+    return ClientKnowledge(fitted.float().cpu(), torch.as_tensor(counts, dtype=torch.int64),
+                           soft_predictions(logits, y, counts, num_classes, temperature), components)
+
+
+@on_one_host_thread
+def host_class_prototypes(features: torch.Tensor, labels: torch.Tensor, num_classes: int,
+                          logits: torch.Tensor | None = None, *, temperature: float = 1.0, prototype: str = "gmm",
+                          min_components: int = 1, max_components: int = 6, random_state: int = 0) -> ClientKnowledge:
+    """:func:`class_prototypes` with scikit-learn's fits, one class and component count at a time,
     on one host thread (:mod:`fedkd_core.host_threads`)."""
     check_choice(prototype, PROTOTYPES, "prototype")
     x = features.detach().double().cpu().numpy()
@@ -206,13 +238,19 @@ def class_prototypes(features: torch.Tensor, labels: torch.Tensor, num_classes: 
     for j in np.flatnonzero(counts):
         prototypes[j], components[j] = PROTOTYPES[prototype](
             x[y == j], min_components=min_components, max_components=max_components, random_state=random_state)
+    return ClientKnowledge(torch.as_tensor(prototypes, dtype=torch.float32), torch.as_tensor(counts, dtype=torch.int64),
+                           soft_predictions(logits, y, counts, num_classes, temperature), torch.as_tensor(components))
+
+
+def soft_predictions(logits: torch.Tensor | None, y: np.ndarray, counts: np.ndarray, num_classes: int,
+                     temperature: float) -> torch.Tensor | None:
+    """(C, C) float32 q̂^j, the class means of softmax(logits/T) (None without logits)."""
     soft = None
     if logits is not None:
         probabilities = F.softmax(logits.detach().double().cpu() / temperature, dim=1)
         one_hot = F.one_hot(torch.as_tensor(y, dtype=torch.long), num_classes).double()
         soft = (one_hot.T @ probabilities / torch.as_tensor(counts).clamp_min(1).unsqueeze(1)).float()
-    return ClientKnowledge(torch.as_tensor(prototypes, dtype=torch.float32), torch.as_tensor(counts, dtype=torch.int64),
-                           soft, torch.as_tensor(components))
+    return soft
 
 
 # --- discrepancy-aware aggregation (server side, Eqs. 8-12) ---------------------------------------
@@ -497,7 +535,8 @@ class FedGMKD(FromGlobal):
         knowledge = class_prototypes(features, labels, data.num_classes, logits, temperature=c.temperature,
                                      prototype=c.prototype, min_components=c.min_components,
                                      max_components=c.max_components,
-                                     random_state=int(self.rng(client).integers(2**31 - 1)))
+                                     random_state=int(self.rng(client).integers(2**31 - 1)),
+                                     mixture_backend=c.mixture_backend)
         held = knowledge.counts > 0
         return {"ckf/prototypes": knowledge.prototypes[held], "ckf/soft": knowledge.soft_predictions[held],
                 "ckf/counts": knowledge.counts}
