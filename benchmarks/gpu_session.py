@@ -225,9 +225,20 @@ def workers_on_one_gpu(plan: Plan, clock: Clock) -> list[dict]:
     return rows
 
 
+def records_sweeps(plan: Plan) -> list[tuple[str, str, int]]:
+    """(chapter, yaml, workers) of each sweep step 4 runs at once: ``plan.records_params`` may name
+    several yamls of ``plan.records_chapter`` separated by "+" (each ``YAML`` or ``YAML@WORKERS``;
+    without ``@`` a yaml gets ``plan.records_workers``)."""
+    sweeps = []
+    for part in str(plan.records_params).split("+"):
+        params, _, workers = part.strip().partition("@")
+        sweeps.append((plan.records_chapter, params, int(workers) if workers else plan.records_workers))
+    return sweeps
+
+
 def paper_records(plan: Plan, clock: Clock, out: Path, margin: float = 45) -> dict:
-    """Run the paper profile's sweep until ``margin`` seconds before the budget ends; pack the
-    records it finished."""
+    """Run the records' sweeps (:func:`records_sweeps`, side by side on the one GPU) until
+    ``margin`` seconds before the budget ends; pack the records they finished."""
     from fedkd_core.results import results_dir
 
     results = results_dir()
@@ -235,12 +246,15 @@ def paper_records(plan: Plan, clock: Clock, out: Path, margin: float = 45) -> di
     seconds = clock.left() - margin
     if seconds < 60:
         return {"ran": False, "why": f"{clock.left():.0f} s left"}
-    process = subprocess.Popen(sweep_command(plan.records_chapter, PARAMS / plan.records_params, plan.records_workers),
-                               cwd=ROOT, start_new_session=True)
-    try:
-        process.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGTERM)  # the sweep's clean-up releases its claims
+    processes = [subprocess.Popen(sweep_command(chapter, PARAMS / params, workers), cwd=ROOT, start_new_session=True)
+                 for chapter, params, workers in records_sweeps(plan)]
+    deadline = time.monotonic() + seconds
+    for process in processes:
+        try:
+            process.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGTERM)  # the sweep's clean-up releases its claims
+    for process in processes:
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:  # the finished records are packed all the same
@@ -251,7 +265,8 @@ def paper_records(plan: Plan, clock: Clock, out: Path, margin: float = 45) -> di
         with tarfile.open(out / "records.tar.gz", "w:gz") as tar:
             for path in new:
                 tar.add(path, arcname=str(path.relative_to(ROOT)))
-    return {"ran": True, "seconds": round(seconds), "records": len(new), "exit": process.returncode}
+    return {"ran": True, "seconds": round(seconds), "records": len(new),
+            "exit": [process.returncode for process in processes]}
 
 
 def guarded(name: str, step, summary: dict) -> list[dict]:
@@ -297,7 +312,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep-params", type=Path, default=None,
                         help="the fedgmkd yaml of step 3 (default notebooks/params/quick/fedgmkd.yaml)")
     parser.add_argument("--records", default=None, metavar="CHAPTER:YAML",
-                        help="step 4's sweep, YAML under notebooks/params/ or an absolute path (default fedgmkd:paper/fedgmkd.yaml)")
+                        help="step 4's sweep, YAML under notebooks/params/ or an absolute path (default fedgmkd:paper/fedgmkd.yaml); "
+                             "several yamls of one chapter run side by side: CHAPTER:A.yaml@6+B.yaml@3 (@N: its workers)")
     parser.add_argument("--records-workers", type=int, default=None, metavar="N",
                         help="step 4's sweep workers, all on the one GPU (default 4)")
     parser.add_argument("--no-records", action="store_true", help="skip step 4")

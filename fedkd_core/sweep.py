@@ -370,7 +370,8 @@ def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None
     gpus = worker_gpus(workers, visible_gpus(), per_gpu)
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    # torch threads per worker: the cores shared out, or FEDKD_SWEEP_THREADS where several sweeps share them
+    threads = int(os.environ.get("FEDKD_SWEEP_THREADS") or max(1, (os.cpu_count() or 1) // workers))
     processes = [context.Process(target=_worker, args=(chapter, params_file, limit, threads, queue, os.getpid(), robustness,
                                                              variants),
                                  daemon=True)

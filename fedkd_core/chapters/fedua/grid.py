@@ -78,6 +78,7 @@ class Params:
     temperature: float = 1.0
     sample_ratio: float = 0.6
     weighting: str = "density"  # FedUA's teacher weights: "density" (Eq. 2b) or "density_std" (fedkd_core.algorithms.fedua)
+    density_temperature: float = 1.0  # tau in softmax over teachers of log p_k(x) / tau (1: the densities normalised)
     local_test_size: int = 50
     global_test_size: int = 200
     eval_every: int = 1
@@ -167,6 +168,7 @@ def algorithm_params(params: Params, algorithm: str, **extra) -> dict:
     if algorithm == "fedua":
         server["sample_ratio"] = params.sample_ratio
         server["weighting"] = params.weighting
+        server["density_temperature"] = params.density_temperature
     return {**server, **extra}
 
 
