@@ -3,6 +3,13 @@
 ``model.features(x)`` returns a flat feature vector per sample and ``model.head`` is the final
 classifier, so methods that share or personalise one part (FedPer, LG-FedAvg), or that work in
 feature space (FedUA, FedGMKD, FedProto), reach both directly.
+
+Dropout draws its masks on the host, from torch's global CPU generator (which
+:func:`fedkd_core.randomness.party_randomness` reseeds per seed, round and party), and moves them
+to the model's device (:class:`HostDropout`, :class:`HostDropout2d`; :func:`make_model` puts them in
+place of every ``nn.Dropout`` / ``nn.Dropout2d``): a GPU run draws the masks a CPU run draws, where
+``nn.Dropout`` on a GPU would draw them from the GPU's own generator, another stream. On a CPU they
+are bit for bit what ``F.dropout`` / ``F.dropout2d`` compute (tests/test_random_masks.py).
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from typing import Callable
 
 import torch
 from torch import nn
+
+from .randomness import host_bernoulli_mask
 
 
 class SplitModel(nn.Module):
@@ -24,6 +33,53 @@ class SplitModel(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
+
+
+class HostDropout(nn.Dropout):
+    """``nn.Dropout`` whose mask is drawn on the host from the global CPU generator and moved to
+    the input's device. ATen's CPU dropout is ``noise = empty_like(x).bernoulli_(1 - p)``,
+    ``noise.div_(1 - p)``, ``x * noise``: the same operations, so on a CPU the same numbers."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0 or x.numel() == 0:
+            return x
+        if self.p == 1:
+            return x.mul_(0) if self.inplace else x * torch.zeros((), dtype=x.dtype, device=x.device)
+        return _apply_mask(x, host_bernoulli_mask(x.shape, self.p, x.dtype, x.device), self.inplace)
+
+
+class HostDropout2d(nn.Dropout2d):
+    """``nn.Dropout2d`` (whole channels of an (N, C, H, W) input) with its (N, C, 1, 1) mask drawn on
+    the host from the global CPU generator, as ATen's CPU ``feature_dropout`` draws it, and moved to
+    the input's device."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4:
+            raise ValueError(f"HostDropout2d takes (N, C, H, W) inputs (got {tuple(x.shape)})")
+        if not self.training or self.p == 0 or x.numel() == 0:
+            return x
+        if self.p == 1:
+            return x.mul_(0) if self.inplace else x * torch.zeros((), dtype=x.dtype, device=x.device)
+        shape = (x.shape[0], x.shape[1], 1, 1)
+        return _apply_mask(x, host_bernoulli_mask(shape, self.p, x.dtype, x.device), self.inplace)
+
+
+def _apply_mask(x: torch.Tensor, mask: torch.Tensor, inplace: bool) -> torch.Tensor:
+    return x.mul_(mask) if inplace else x * mask
+
+
+HOST_DROPOUT = {nn.Dropout: HostDropout, nn.Dropout2d: HostDropout2d}
+
+
+def host_drawn(model: nn.Module) -> nn.Module:
+    """``model`` with every ``nn.Dropout`` / ``nn.Dropout2d`` (exactly those classes) replaced, in
+    place, by the host-drawn module of the same ``p`` and ``inplace`` (no parameters change)."""
+    for module in list(model.modules()):
+        for name, child in module.named_children():
+            host = HOST_DROPOUT.get(type(child))
+            if host is not None:
+                setattr(module, name, host(child.p, child.inplace))
+    return model
 
 
 @dataclass(frozen=True)
@@ -213,8 +269,9 @@ def check_model_name(name: str) -> None:
 
 
 def make_model(name: str, shape: InputShape, seed: int) -> SplitModel:
-    """Build ``name`` with weights drawn from ``seed`` (the global RNGs are left untouched)."""
+    """Build ``name`` with weights drawn from ``seed`` (the global RNGs are left untouched), its
+    dropout drawn on the host (:func:`host_drawn`)."""
     check_model_name(name)
     with torch.random.fork_rng(devices=list(range(torch.cuda.device_count()))):
         torch.manual_seed(seed)
-        return MODELS[name](shape)
+        return host_drawn(MODELS[name](shape))

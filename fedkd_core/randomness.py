@@ -8,6 +8,13 @@ still gives the same numbers. The server is the party ``SERVER``.
 Two kinds of stream per (seed, round, party, phase): an explicit ``torch.Generator`` (data order,
 augmentation, random sample selection) and torch's global generators, reseeded for the duration
 of the step by ``party_randomness`` (dropout masks and any other implicit draws).
+
+Dropout masks are drawn from the *CPU* global generator on every device and moved to the device
+(:func:`host_bernoulli_mask`, used by ``fedkd_core.models.HostDropout``/``HostDropout2d``), so a GPU
+run draws the masks a CPU run of the same seed draws, and the two records differ only by rounding.
+A record says so in ``environment["mask_generator"]`` (:data:`MASK_GENERATOR`); a record without it
+predates this and, if it ran on a GPU, drew its masks from the GPU's own generator
+(:func:`mask_generator_of`).
 """
 
 from __future__ import annotations
@@ -55,3 +62,26 @@ def party_randomness(seed: int, round_index: int, party: int, phase: str) -> Ite
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(party_seed(seed, round_index, party, phase, kind=2))
         yield
+
+
+# What a record's environment says about its dropout masks (``environment["mask_generator"]``).
+MASK_GENERATOR = "cpu"  # drawn from torch's global CPU generator on every device, then moved there
+PREDATES = "device (predates mask_generator)"  # a record without the field: the device's own generator
+
+
+def host_bernoulli_mask(shape, p: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A dropout mask of ``shape`` (1 / (1 - p) where kept, 0 where dropped) drawn on the host from
+    torch's global CPU generator and moved to ``device``. The draws are ATen's CPU dropout's own
+    (``empty(shape).bernoulli_(1 - p)``, then ``div_(1 - p)``): on a CPU, the same mask bit for bit."""
+    mask = torch.empty(tuple(shape), dtype=dtype).bernoulli_(1 - p)
+    mask.div_(1 - p)
+    return mask if torch.device(device).type == "cpu" else mask.to(device)
+
+
+def mask_generator_of(environment: dict) -> str:
+    """Which generator drew a record's dropout masks: :data:`MASK_GENERATOR` ("cpu") for records
+    that say so; for older records :data:`PREDATES`, except on a CPU, where the device's own
+    generator is the CPU's and the masks are the same ("cpu")."""
+    if "mask_generator" in environment:
+        return environment["mask_generator"]
+    return MASK_GENERATOR if str(environment.get("device", "cpu")).startswith("cpu") else PREDATES
