@@ -66,6 +66,8 @@ KMEANS_MAX_ITER = 300  # scikit-learn's KMeans defaults
 KMEANS_TOL = 1e-4
 TILE = 64  # rows per tile; see the module docstring
 LOG_2PI = math.log(2 * math.pi)
+# Small constant tensors are made on the host and copied to the device (``.to(device)``), never
+# made there by a factory call: the same code then runs under fedkd_core.devicecheck's stand-in.
 
 
 def local_trials(k: int) -> int:
@@ -90,9 +92,9 @@ class Slots:
     @classmethod
     def build(cls, ks: list[int], device) -> "Slots":
         pairs = [(k, m, g) for g, k in enumerate(ks) for m in range(k)]
-        k, m, g = (torch.tensor(column, dtype=torch.long, device=device) for column in zip(*pairs))
-        return cls(ks, k, m, g, g * max(ks) + m,
-                   torch.nn.functional.one_hot(g, len(ks)).to(device=device, dtype=torch.float64))
+        k, m, g = (torch.tensor(column, dtype=torch.long) for column in zip(*pairs))
+        onehot = torch.nn.functional.one_hot(g, len(ks)).double()
+        return cls(ks, *(t.to(device) for t in (k, m, g, g * max(ks) + m, onehot)))
 
     @property
     def fits(self) -> int:
@@ -141,9 +143,9 @@ def cut_into_tiles(x: torch.Tensor, rows: list[np.ndarray], tile: int) -> Tiles:
         valid.append((np.arange(pieces * tile) < len(r)).reshape(pieces, tile))
         owner += [f] * pieces
     device = x.device
-    index_t = torch.as_tensor(np.concatenate(index), device=device)
-    return Tiles(x[index_t], torch.as_tensor(np.concatenate(valid), device=device, dtype=torch.float64),
-                 torch.as_tensor(owner, device=device), len(rows))
+    index_t = torch.as_tensor(np.concatenate(index)).to(device)
+    return Tiles(x[index_t], torch.as_tensor(np.concatenate(valid), dtype=torch.float64).to(device),
+                 torch.as_tensor(owner).to(device), len(rows))
 
 
 # --- k-means initialisation -----------------------------------------------------------------------
@@ -154,14 +156,14 @@ def kmeans_plus_plus(padded: torch.Tensor, counts: torch.Tensor, slots: Slots, f
     ``counts`` (F,) rows each. ``first`` (F, G) and ``trials`` (F, G, K-1, L) are uniform draws."""
     classes, rows, _ = padded.shape
     G, K = slots.fits, slots.largest
-    row_ok = (torch.arange(rows, device=padded.device) < counts[:, None]).double()  # (F, N)
+    row_ok = (torch.arange(rows).to(padded.device) < counts[:, None]).double()  # (F, N)
     last = (counts - 1)[:, None, None]
     start = (first * counts[:, None]).long().clamp(max=last[..., 0])  # (F, G)
     take = lambda index: torch.gather(padded[:, None].expand(classes, G, rows, -1), 2,  # noqa: E731
                                       index[..., None].expand(*index.shape, padded.shape[-1]))
     centres = [take(start[..., None])[:, :, 0]]  # (F, G, d) each
     closest = ((padded[:, None] - centres[0][:, :, None]) ** 2).sum(-1) * row_ok[:, None]  # (F, G, N)
-    wanted = torch.tensor([local_trials(k) for k in slots.ks], device=padded.device)  # (G,)
+    wanted = torch.tensor([local_trials(k) for k in slots.ks])  # (G,)
     for c in range(1, K):
         potential = closest.sum(-1)  # (F, G)
         targets = trials[:, :, c - 1] * potential[..., None]  # (F, G, L)
@@ -170,7 +172,7 @@ def kmeans_plus_plus(padded: torch.Tensor, counts: torch.Tensor, slots: Slots, f
         distance = ((padded[:, None, None] - points[:, :, :, None]) ** 2).sum(-1)  # (F, G, L, N)
         candidate_closest = torch.minimum(closest[:, :, None], distance) * row_ok[:, None, None]
         candidate_potential = candidate_closest.sum(-1)  # (F, G, L)
-        unused = torch.arange(trials.shape[-1], device=padded.device) >= wanted[:, None]  # (G, L)
+        unused = (torch.arange(trials.shape[-1]) >= wanted[:, None]).to(padded.device)  # (G, L)
         best = candidate_potential.masked_fill(unused, math.inf).argmin(-1)  # (F, G), first of equals
         closest = torch.gather(candidate_closest, 2, best[:, :, None, None].expand(-1, -1, 1, rows))[:, :, 0]
         centres.append(torch.gather(points, 2, best[:, :, None, None].expand(-1, -1, 1, points.shape[-1]))[:, :, 0])
@@ -195,7 +197,7 @@ def kmeans_labels(tiles: Tiles, centres: torch.Tensor, slots: Slots, tolerance: 
     """Lloyd's iterations from ``centres`` (F, S, d) for every fit, frozen per fit once converged
     (labels unchanged, or total squared centre shift <= ``tolerance`` (F,)); the labels (Q, G, T)
     of the final centres."""
-    active = torch.ones(tiles.classes, slots.fits, dtype=torch.bool, device=centres.device)
+    active = torch.ones(tiles.classes, slots.fits, dtype=torch.bool).to(centres.device)
     previous = None
     for iteration in range(KMEANS_MAX_ITER):
         labels = nearest_centre(tiles, centres, slots)
@@ -239,7 +241,7 @@ def m_step(tiles: Tiles, resp: torch.Tensor, counts: torch.Tensor, slots: Slots)
     diff = tiles.x[:, None] - mean[tiles.owner][:, :, None]  # (Q, S, T, d)
     scatter = tiles.class_sum((resp[..., None] * diff).mT @ diff)  # (F, S, d, d)
     d = tiles.x.shape[-1]
-    eye = torch.eye(d, dtype=torch.float64, device=tiles.x.device)
+    eye = torch.eye(d, dtype=torch.float64).to(tiles.x.device)
     covariance = scatter / nk[..., None, None] + REG_COVAR * eye
     chol, info = torch.linalg.cholesky_ex(covariance)
     precision_chol = torch.linalg.solve_triangular(chol, eye.expand_as(chol), upper=False).mT
@@ -305,8 +307,8 @@ def fit_class_mixtures(x: torch.Tensor, labels: torch.Tensor, num_classes: int, 
     counts_np = np.array([len(rows_of[j]) for j in classes])
     ks = [k for k in K_all if k <= counts_np.max()]
     slots = Slots.build(ks, device)
-    counts = torch.as_tensor(counts_np, device=device, dtype=torch.float64)
-    fit_ok = torch.as_tensor(np.array([[k <= n for k in ks] for n in counts_np]), device=device)  # (F, G)
+    counts = torch.as_tensor(counts_np, dtype=torch.float64).to(device)
+    fit_ok = torch.as_tensor(np.array([[k <= n for k in ks] for n in counts_np])).to(device)  # (F, G)
 
     # The draws: one fixed-shape block from the seed, indexed by class label and component count.
     generator = torch.Generator().manual_seed(int(random_state))
@@ -322,7 +324,7 @@ def fit_class_mixtures(x: torch.Tensor, labels: torch.Tensor, num_classes: int, 
     largest = int(counts_np.max())
     padded = x.new_zeros(len(classes), largest, x.shape[1])
     for f, j in enumerate(classes):
-        padded[f, :len(rows_of[j])] = x[torch.as_tensor(rows_of[j], device=device)]
+        padded[f, :len(rows_of[j])] = x[torch.as_tensor(rows_of[j]).to(device)]
     variance = torch.stack([padded[f, :n].var(0, unbiased=False).mean() for f, n in enumerate(counts_np)])
 
     centres = kmeans_plus_plus(padded, counts.long(), slots, first, trials)
@@ -345,7 +347,7 @@ def fit_class_mixtures(x: torch.Tensor, labels: torch.Tensor, num_classes: int, 
     norm, log_resp = e_step(tiles, gaussians, slots)
     score = mean_log_likelihood(tiles, norm, counts)
     d = x.shape[1]
-    k_t = torch.tensor(ks, device=device, dtype=torch.float64)
+    k_t = torch.tensor(ks, dtype=torch.float64).to(device)
     parameters = k_t * d * (d + 1) / 2 + k_t * d + k_t - 1
     bic = -2 * score * counts[:, None] + parameters * torch.log(counts)[:, None]
     bic = torch.where(fit_ok & ~gaussians.failed & torch.isfinite(bic), bic, math.inf)
@@ -363,7 +365,7 @@ def fit_class_mixtures(x: torch.Tensor, labels: torch.Tensor, num_classes: int, 
     weights[f_index, m_index] = gaussians.log_weight[f_index, s_index].exp()
     means[f_index, m_index] = gaussians.mean[f_index, s_index]
     gamma[f_index, m_index] = responsibility[f_index, s_index]
-    components = torch.where(found, torch.as_tensor(ks, device=device)[best], 0)
+    components = torch.where(found, torch.as_tensor(ks).to(device)[best], 0)
     bic_all = x.new_full((len(classes), len(K_all)), math.inf)
     bic_all[:, :len(ks)] = bic
     return Mixtures(classes, components.cpu(), weights, means, gamma, bic_all, K_all)
