@@ -1,0 +1,260 @@
+"""The convergence gate: which cells of a claim count, because every run behind them was evaluated
+often enough and had stopped rising; and which methods and cells a claim's effect reads.
+
+A cell counts only if every run behind it was evaluated at least :data:`MIN_EVALUATIONS` times and
+every method's mean curve gained less than :data:`MAX_LATE_GAIN` points over the last
+:data:`LATE_SHARE` of the rounds (:func:`trajectory`, :func:`gate`). The rule is the book's own
+(a plateau criterion stated before the runs were read), not a published test.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .verdict_words import POINTS
+
+# The convergence gate: a cell counts only if every run behind it was evaluated this often and its
+# method's mean curve gained less than this many points over the last LATE_SHARE of the rounds.
+MIN_EVALUATIONS = 10
+MAX_LATE_GAIN = 1.0
+LATE_SHARE = 0.2
+LATE_SMOOTHING = 3  # evaluations averaged at each end of the late window (trajectory)
+
+
+def gate_reasons(failed_rows) -> list[str]:
+    """Why the gate failed these cells (:func:`gate` rows), the first rule first: too few
+    evaluations ("evaluated 5 times, fewer than 10"), then the methods still rising
+    (:func:`rising_text`); only the reasons that apply."""
+    rows = list(failed_rows)
+    return [text for text in (sparse_text(rows), rising_text(rows)) if text]
+
+
+def evaluations_text(evaluations, least: int = MIN_EVALUATIONS) -> str:
+    """"evaluated 5 times, fewer than 10" ("evaluated 4-5 times, ..." for a range)."""
+    fewest, most = min(evaluations), max(evaluations)
+    times = f"{fewest}" if fewest == most else f"{fewest}-{most}"
+    return f"evaluated {times} time{'s' if most != 1 else ''}, fewer than {least}"
+
+
+def sparse_text(failed_rows) -> str:
+    """"evaluated 5 times, fewer than 10" where every failed cell was evaluated too rarely, "2 cells
+    evaluated 5 times, fewer than 10" where only some were, "" where none was."""
+    sparse = [int(row["evaluations"]) for row in failed_rows if row["evaluations"] < MIN_EVALUATIONS]
+    if not sparse:
+        return ""
+    which = "" if len(sparse) == len(failed_rows) else f"{len(sparse)} cell{'s' if len(sparse) > 1 else ''} "
+    return which + evaluations_text(sparse)
+
+
+def rising_text(failed_rows) -> str:
+    """"fedmd in 9 cells, selective_fd in 5 cells still rising" from the :func:`gate` rows of the
+    failed cells ("" where no method was rising)."""
+    methods: dict[str, int] = {}
+    for row in failed_rows:
+        for method in row["rising"]:
+            methods[method] = methods.get(method, 0) + 1
+    if not methods:
+        return ""
+    ranked = sorted(methods.items(), key=lambda item: -item[1])
+    named = ", ".join(f"{m} in {n} cell{'s' if n > 1 else ''}" for m, n in ranked[:3])
+    more = f" and {len(ranked) - 3} more methods" if len(ranked) > 3 else ""
+    return f"{named}{more} still rising"
+
+
+def passes_gate(gate_table: pd.DataFrame, cells: pd.DataFrame, cell_keys: Sequence[str]) -> list[bool]:
+    """Per row of ``cells`` (columns ``cell_keys``), whether the :func:`gate` table passes it (a
+    cell the table does not list passes)."""
+    return [bool(gate_table["converged"].get(cell_key(row, cell_keys), True)) for _, row in cells.iterrows()]
+
+
+def cell_key(row: pd.Series, cell_keys: Sequence[str]):
+    key = tuple(row[k] for k in cell_keys)
+    return key if len(key) > 1 else key[0]
+
+
+def claims_in(effects: pd.DataFrame, cell_keys: Sequence[str]) -> list[str]:
+    return [c for c in effects.columns if c not in set(cell_keys) | {"seed"}]
+
+
+def trajectory(history: Sequence[dict], metric: str, rounds: int, late_share: float = LATE_SHARE,
+               smoothing: int = LATE_SMOOTHING) -> dict:
+    """From a run's evaluated rounds: the metric at the last evaluation ("final"), its best value
+    ("best"), how many times it was evaluated, and its gain in points over the last ``late_share``
+    of the rounds ("late_gain"): the mean of the last k evaluations minus the mean of the k
+    evaluations ending at round (1 − ``late_share``) x ``rounds``, where k is ``smoothing`` or the
+    number of evaluations after that round if fewer. One evaluation moves by up to a point from round
+    to round (FedUA's FedAvg, evaluated every round); averaging three keeps that noise from reading
+    as a rise or a plateau, and with one evaluation after the cut it is the plain difference."""
+    points = [(row["round"], row[metric]) for row in history if row.get(metric) is not None and np.isfinite(row[metric])]
+    if not points:
+        return {"final": float("nan"), "best": float("nan"), "evaluations": 0, "late_gain": float("nan")}
+    cut = (1 - late_share) * rounds
+    before = [value for r, value in points if r <= cut]
+    after = [value for r, value in points if r > cut]
+    k = max(1, min(smoothing, len(after), len(before)))
+    gain = (np.mean(after[-k:]) - np.mean(before[-k:])) * POINTS if before and after else float("nan")
+    return {"final": points[-1][1], "best": max(value for _, value in points), "evaluations": len(points),
+            "late_gain": float(gain)}
+
+
+def gate(observations: pd.DataFrame, cell_keys: Sequence[str], method: str = "method",
+         min_evaluations: int = MIN_EVALUATIONS, max_late_gain: float = MAX_LATE_GAIN) -> pd.DataFrame:
+    """Per cell of ``observations`` (one row per run: ``cell_keys``, ``method``, final, evaluations,
+    late_gain): whether every run was evaluated at least ``min_evaluations`` times and every
+    method's mean late gain is below ``max_late_gain`` points; the methods still rising, the fewest
+    evaluations, and the reason in words (e.g. "fedavg still rising: +3.2 points over the last 20%
+    of rounds, ends at 23.1%")."""
+    rows = {}
+    for cell, runs in observations.groupby(list(cell_keys), sort=True):
+        reasons = []
+        evaluations = int(runs.evaluations.min())
+        if evaluations < min_evaluations:
+            reasons.append(evaluations_text([evaluations], min_evaluations))
+        by_method = runs.groupby(method).agg(gain=("late_gain", lambda g: g.mean(skipna=False)), final=("final", "mean"))
+        rising = [name for name, row in by_method.iterrows() if not row.gain < max_late_gain]
+        reasons += [f"{name} still rising: {by_method.gain[name]:+.1f} points over the last {LATE_SHARE:.0%} of rounds, "
+                    f"ends at {by_method.final[name] * POINTS:.1f}%" if np.isfinite(by_method.gain[name])
+                    else f"{name} not evaluated in the last {LATE_SHARE:.0%} of rounds in some run" for name in rising]
+        key = cell if len(cell_keys) > 1 else (cell[0] if isinstance(cell, tuple) else cell)
+        rows[key] = {"converged": not reasons, "rising": rising, "evaluations": evaluations, "reason": "; ".join(reasons)}
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=["converged", "rising", "evaluations", "reason"])
+    if len(cell_keys) > 1 and len(table):
+        table.index = pd.MultiIndex.from_tuples(table.index, names=list(cell_keys))
+    return table
+
+
+def claim_methods(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
+                  cell_keys: Sequence[str], method: str = "method", value: str = "final") -> dict[str, set]:
+    """Per claim of ``effects_of(observations)``, the methods its effect reads: a method belongs to
+    a claim when moving that method's ``value`` far above, or far below, every other value changes
+    the claim's effect somewhere. This finds the methods of a plain difference ("FedCKD > pFedSD"),
+    and also those of a claim over whichever methods ran ("FedCKD best of the methods run", "every
+    personalised method beats FedAvg and FedProx"), which lose no effect when one method is
+    missing, so dropping a method's runs would not reveal that they read it. The convergence gate
+    then reads exactly those methods (FedAvg still rising does not hold back "FedCKD > pFedSD")."""
+    keys = list(cell_keys) + ["seed"]
+    full = effects_of(observations, value)
+    claims = claims_in(full, cell_keys)
+    methods: dict[str, set] = {claim: set() for claim in claims}
+    for name in observations[method].unique():
+        for moved in _moved_effects(effects_of, observations, method, name, value):
+            changed = _changed_rows(full, moved, keys, claims)
+            for claim in claims:
+                if claim not in changed or len(changed[claim]):  # an effect that disappears is a change
+                    methods[claim].add(name)
+    return methods
+
+
+def _far(values: pd.Series) -> float:
+    """A shift that moves a value past every other of ``values``."""
+    return float(values.max() - values.min()) + 1.0
+
+
+def _moved_effects(effects_of, observations: pd.DataFrame, method: str, name, value: str) -> list[pd.DataFrame]:
+    """The effects with method ``name``'s ``value`` moved above every value, then below every value."""
+    values = observations[value].astype(float)
+    far = _far(values)
+    own = (observations[method] == name).to_numpy()
+    return [effects_of(observations.assign(**{value: values.where(~own, values + shift)}), value)
+            for shift in (far, -far)]
+
+
+def _changed_rows(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], claims: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Per claim of ``claims`` that ``moved`` still has, the ``keys`` of the rows where its effect
+    in ``moved`` differs from ``full`` (an effect that disappears from a row counts as a change).
+    One merge serves every claim: the rows are matched on ``keys`` alone."""
+    present = [claim for claim in claims if claim in moved]
+    # the moved effects under integer labels: no claim's name (a string) can collide with them
+    renamed = moved[keys + present].set_axis(keys + list(range(len(present))), axis=1)
+    both = full[keys + present].merge(renamed, on=keys, how="left")
+    return {claim: both.loc[~np.isclose(both[claim].to_numpy(dtype=float), both[i].to_numpy(dtype=float),
+                                        equal_nan=True), keys]
+            for i, claim in enumerate(present)}
+
+
+def claim_gates(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
+                cell_keys: Sequence[str], method: str = "method") -> dict[str, pd.DataFrame]:
+    """Per claim, the :func:`gate` of the runs of the methods it compares (:func:`claim_methods`),
+    where a cell whose effect also reads the runs of other cells (FedUA's relative drop from C = 1)
+    passes only if those cells pass too (:func:`claims_cell_sources`)."""
+    methods_of = claim_methods(effects_of, observations, cell_keys, method)
+    sources = claims_cell_sources(effects_of, observations, cell_keys, list(methods_of))
+    return {claim: with_sources(gate(observations[observations[method].isin(methods)], cell_keys, method),
+                                sources.get(claim, {}))
+            for claim, methods in methods_of.items()}
+
+
+def cell_sources(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
+                 cell_keys: Sequence[str], claim: str, value: str = "final") -> dict[tuple, set]:
+    """Per cell of ``claim``'s effects, the *other* cells whose runs its effect reads: moving every
+    value of a cell far above the rest changes the effect there (a relative drop reads the C = 1
+    cell it drops from)."""
+    return claims_cell_sources(effects_of, observations, cell_keys, [claim], value).get(claim, {})
+
+
+def claims_cell_sources(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
+                        cell_keys: Sequence[str], claims: Sequence[str],
+                        value: str = "final") -> dict[str, dict[tuple, set]]:
+    """:func:`cell_sources` of every claim of ``claims`` at once: each cell is moved once and every
+    claim's effects read from that one move (a claim's effect reads only its own methods' runs, so
+    moving the other methods' runs of the cell as well changes nothing for it)."""
+    keys = list(cell_keys)
+    observations = observations.reset_index(drop=True)
+    full = effects_of(observations, value)
+    claims = [claim for claim in claims if claim in full]
+    values = observations[value].astype(float)
+    far = _far(values)
+    sources: dict[str, dict[tuple, set]] = {claim: {} for claim in claims}
+    for source, runs in observations.groupby(keys, sort=False) if claims else ():
+        source = source if isinstance(source, tuple) else (source,)
+        moved = effects_of(observations.assign(**{value: values.where(~observations.index.isin(runs.index), values + far)}),
+                           value)
+        for claim, changed in _changed_rows(full, moved, keys + ["seed"], claims).items():
+            for target in changed[keys].drop_duplicates().itertuples(index=False, name=None):
+                if tuple(target) != source:
+                    sources[claim].setdefault(tuple(target), set()).add(source)
+    return sources
+
+
+def joint_gate(one: pd.DataFrame | None, other: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Two :func:`gate` tables of the same claim on two sets of runs (a method as coded and tuned),
+    as one: a cell passes only where it passes in both, so that both sets are judged on the same
+    cells; the methods still rising and the fewest evaluations of either."""
+    if one is None or other is None:
+        return one if other is None else other
+    index = one.index.union(other.index)
+    a, b = one.reindex(index), other.reindex(index)
+    passes = lambda t: t["converged"].map(lambda v: True if v is None or v != v else bool(v))  # noqa: E731
+    rising = lambda t: t["rising"].map(lambda v: v if isinstance(v, list) else [])  # noqa: E731
+    return pd.DataFrame({"converged": passes(a) & passes(b),
+                         "rising": [sorted(set(x) | set(y)) for x, y in zip(rising(a), rising(b))],
+                         "evaluations": pd.concat([a["evaluations"], b["evaluations"]], axis=1).min(axis=1),
+                         "reason": ["; ".join(r for r in (x, y) if isinstance(r, str) and r) for x, y in zip(a["reason"], b["reason"])]},
+                        index=index)
+
+
+def with_sources(table: pd.DataFrame, sources: dict[tuple, set]) -> pd.DataFrame:
+    """``table`` (a :func:`gate`) with each cell failing where a cell it reads (``sources``) fails,
+    the reason naming that cell."""
+    table = table.copy()
+
+    def row_of(cell: tuple):
+        key = cell if table.index.nlevels > 1 else cell[0]
+        return table.loc[key] if key in table.index else None
+
+    for target, cells in sources.items():
+        mine = row_of(target)
+        failing = [(cell, row) for cell in sorted(cells, key=str) if (row := row_of(cell)) is not None and not row.converged]
+        if mine is None or not failing:
+            continue
+        key = target if table.index.nlevels > 1 else target[0]
+        reasons = [mine.reason] if mine.reason else []
+        reasons += [f"the cell it is measured against ({', '.join(map(str, cell))}): {row.reason}" for cell, row in failing]
+        table.at[key, "converged"] = False
+        table.at[key, "rising"] = sorted(set(mine.rising).union(*(row.rising for _, row in failing)))
+        table.at[key, "evaluations"] = min([int(mine.evaluations)] + [int(row.evaluations) for _, row in failing])
+        table.at[key, "reason"] = "; ".join(reasons)
+    return table
