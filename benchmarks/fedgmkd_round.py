@@ -7,9 +7,10 @@ on the host or by torch on the run's device.
 The run is the FedGMKD chapter's (notebooks/params/quick/fedgmkd.yaml, the paper profile with
 ``--model resnet18_code32 --samples 500``): CIFAR-10, Dir(0.5), ``--clients`` clients of
 ``--samples`` images, all selected, 3 local epochs of Adam (lr 1e-3, batch 64, drop_last), fp32.
-FedAvg, then FedGMKD (the paper's variant: per-class GMMs of 1..6 full-covariance components by
+FedAvg and FedGMKD (the paper's variant: per-class GMMs of 1..6 full-covariance components by
 BIC) with ``mixture_backend`` "sklearn" (today's records) and "torch" (``fedkd_core.mixture``), each
-for ``--rounds`` rounds from the same seed; each round (downloads, every client's training and
+for ``--rounds`` rounds from the same seed, taking turns round by round (a change of load beside
+falls on all three alike); each round (downloads, every client's training and
 knowledge, uploads, server step) is timed, evaluation is not. Round 1 is CE alone for FedGMKD and
 carries the warm-up; the rows are the mean of the rounds after the first (round 2 on: Eq. 13 with
 the downloaded knowledge). "mixture fits" is the time inside ``class_prototypes`` (the per-class
@@ -74,21 +75,26 @@ def synchronise(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_run(label, algorithm, params, ctx, rounds: int, device) -> tuple[list[dict], list]:
-    """Per round: seconds, seconds in the mixture fits; and the last round's fit calls."""
-    method = algorithm_class(algorithm)(algorithm_config(algorithm, params), ctx)
-    rows = []
-    clients = list(range(ctx.data.num_clients))
+def time_runs(ctxs: dict, rounds: int, device) -> dict[str, tuple[list[dict], list]]:
+    """Per method: per round, seconds and seconds in the mixture fits; and its last round's fit
+    calls. The methods take turns round by round, so a change in the machine's load meanwhile falls
+    on all of them alike."""
+    methods = {label: algorithm_class(algorithm)(algorithm_config(algorithm, params), ctxs[label])
+               for label, algorithm, params in RUNS}
+    out = {label: ([], []) for label in methods}
     for round_index in range(1, rounds + 1):
-        with FitClock(device, keep=round_index == rounds) as clock:
-            synchronise(device)
-            began = time.perf_counter()
-            _run_round(method, round_index, clients)
-            synchronise(device)
-            seconds = time.perf_counter() - began
-        rows.append({"round": round_index, "seconds": seconds, "fits": clock.seconds})
-        print(f"{label}: round {round_index}: {seconds:.2f} s, mixture fits {clock.seconds:.2f} s", flush=True)
-    return rows, clock.calls
+        for label, method in methods.items():
+            clients = list(range(method.ctx.data.num_clients))
+            with FitClock(device, keep=round_index == rounds) as clock:
+                synchronise(device)
+                began = time.perf_counter()
+                _run_round(method, round_index, clients)
+                synchronise(device)
+                seconds = time.perf_counter() - began
+            out[label][0].append({"round": round_index, "seconds": seconds, "fits": clock.seconds})
+            out[label][1][:] = clock.calls
+            print(f"{label}: round {round_index}: {seconds:.2f} s, mixture fits {clock.seconds:.2f} s", flush=True)
+    return out
 
 
 def prototype_agreement(calls) -> float:
@@ -127,10 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{device_name(device)}; torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
           f"{args.clients} clients x {args.samples} CIFAR-10 images, {args.model}", flush=True)
 
-    results = {}
-    for label, algorithm, params in RUNS:
-        ctx = Context(data=data, model_name=args.model, train=train, device=device, seed=0)
-        results[label] = time_run(label, algorithm, params, ctx, args.rounds, device)
+    results = time_runs({label: Context(data=data, model_name=args.model, train=train, device=device, seed=0)
+                         for label, _, _ in RUNS}, args.rounds, device)
     fedavg = sum(r["seconds"] for r in results["FedAvg"][0][1:]) / (args.rounds - 1)
     agreement = prototype_agreement(results["FedGMKD, torch mixtures"][1])
     rows = []
@@ -156,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
                  "on the host CPU (the committed records), 'torch' all of a client's fits as one batched EM on "
                  f"the run's device (fedkd_core.mixture). The torch prototypes of the last round differ from "
                  f"scikit-learn's refit of the same features by at most {agreement:.1e} of the largest entry.",
-            extra={"order": 5, "digits": {"seconds per round": 2, "mixture fits per round": 2, "first round": 2,
+            extra={"order": 4, "digits": {"seconds per round": 2, "mixture fits per round": 2, "first round": 2,
                                           "x FedAvg": 2}})
 
 
