@@ -110,6 +110,12 @@ class Slots:
         out[..., self.flat, :] = values
         return out.view(*values.shape[:-2], self.fits, self.largest, values.shape[-1])
 
+    def grid_last(self, values: torch.Tensor, fill: float) -> torch.Tensor:
+        """(..., R, S) -> (..., R, G, K): :meth:`grid` with the slots last."""
+        out = values.new_full((*values.shape[:-1], self.fits * self.largest), fill)
+        out[..., self.flat] = values
+        return out.view(*values.shape[:-1], self.fits, self.largest)
+
     def per_fit(self, values: torch.Tensor) -> torch.Tensor:
         """(..., S) -> (..., G): the sum over each fit's components."""
         return values @ self.onehot
@@ -183,8 +189,8 @@ def kmeans_plus_plus(padded: torch.Tensor, counts: torch.Tensor, slots: Slots, f
 def nearest_centre(tiles: Tiles, centres: torch.Tensor, slots: Slots) -> torch.Tensor:
     """(Q, G, T) index of each row's nearest centre in each fit of its class (first of equals)."""
     c = centres[tiles.owner]  # (Q, S, d)
-    distance = (c * c).sum(-1)[..., None] - 2 * c @ tiles.x.mT  # (Q, S, T), ‖x‖² left out (argmin)
-    return slots.grid(distance, math.inf).argmin(2)
+    distance = (c * c).sum(-1)[:, None] - 2 * tiles.x @ c.mT  # (Q, T, S), ‖x‖² left out (argmin)
+    return slots.grid_last(distance, math.inf).argmin(-1).transpose(1, 2)  # a contiguous argmin
 
 
 def one_hot_labels(labels: torch.Tensor, tiles: Tiles, slots: Slots) -> torch.Tensor:
@@ -322,10 +328,13 @@ def fit_class_mixtures(x: torch.Tensor, labels: torch.Tensor, num_classes: int, 
 
     tiles = cut_into_tiles(x, [rows_of[j] for j in classes], tile)
     largest = int(counts_np.max())
-    padded = x.new_zeros(len(classes), largest, x.shape[1])
+    index = np.zeros((len(classes), largest), dtype=np.int64)
     for f, j in enumerate(classes):
-        padded[f, :len(rows_of[j])] = x[torch.as_tensor(rows_of[j]).to(device)]
-    variance = torch.stack([padded[f, :n].var(0, unbiased=False).mean() for f, n in enumerate(counts_np)])
+        index[f, :len(rows_of[j])] = rows_of[j]
+    row_ok = torch.as_tensor(np.arange(largest) < counts_np[:, None], dtype=torch.float64).to(device)[..., None]
+    padded = x[torch.as_tensor(index).to(device)] * row_ok  # (F, N, d), zero rows past each class
+    class_mean = padded.sum(1) / counts[:, None]
+    variance = (((padded - class_mean[:, None]) ** 2 * row_ok).sum(1) / counts[:, None]).mean(1)  # np.var's
 
     centres = kmeans_plus_plus(padded, counts.long(), slots, first, trials)
     labels_k = kmeans_labels(tiles, centres, slots, KMEANS_TOL * variance, check_every)
@@ -377,17 +386,14 @@ def standardise(x: torch.Tensor, labels: torch.Tensor, num_classes: int) -> torc
     """Each class's features standardised as scikit-learn's ``StandardScaler`` does (population
     variance; a constant feature is divided by 1)."""
     x = x.double()
-    out = torch.zeros_like(x)
+    one_hot = torch.nn.functional.one_hot(labels, num_classes).double()  # (N, C)
+    n = one_hot.sum(0).clamp_min(1)[:, None]
+    mean = (one_hot.T @ x) / n  # (C, d)
+    diff = x - mean[labels]
+    var = (one_hot.T @ diff ** 2) / n
     eps = torch.finfo(torch.float64).eps
-    for j in torch.unique(labels).tolist():
-        rows = labels == j
-        part = x[rows]
-        mean = part.mean(0)
-        var = part.var(0, unbiased=False)
-        n = part.shape[0]
-        constant = var <= n * eps * var + (n * mean * eps) ** 2
-        out[rows] = (part - mean) / torch.where(constant, 1.0, var.sqrt())
-    return out
+    constant = var <= n * eps * var + (n * mean * eps) ** 2
+    return diff / torch.where(constant, 1.0, var.sqrt())[labels]
 
 
 def class_mixture_prototypes(features: torch.Tensor, labels: torch.Tensor, num_classes: int, prototype: str,

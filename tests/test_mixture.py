@@ -211,15 +211,16 @@ def test_a_round_with_torch_mixtures_uploads_the_class_means():
     assert torch.allclose(upload["ckf/prototypes"], means[held], atol=1e-6 * float(means.abs().max()))
 
 
-def test_fits_run_as_a_gpu_would_see_them():
+@pytest.mark.parametrize("prototype", ["gmm", "code"])
+def test_fits_run_as_a_gpu_would_see_them(prototype):
     """On fedkd_core.devicecheck's stand-in device nothing mixes host and device tensors (CUDA would
     refuse it), and the prototypes are the CPU's."""
     from fedkd_core.devicecheck import STAND_IN, DeviceCheck
 
     x, y = separated_clusters(seed=3)
-    expected, expected_components = class_mixture_prototypes(x, y, 6, "gmm", max_components=4, random_state=1)
+    expected, expected_components = class_mixture_prototypes(x, y, 6, prototype, max_components=4, random_state=1)
     with DeviceCheck():
-        prototypes, components = class_mixture_prototypes(x.to(STAND_IN), y.to(STAND_IN), 6, "gmm",
+        prototypes, components = class_mixture_prototypes(x.to(STAND_IN), y.to(STAND_IN), 6, prototype,
                                                           max_components=4, random_state=1)
         prototypes = prototypes.cpu()
     assert torch.equal(components, expected_components)
