@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedkd_core.chapters import fedckd, ledger
+from fedkd_core.chapters import fedckd, ledger, ledger_evidence, ledger_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,10 +43,11 @@ def test_judged_rows_give_verdict_interval_paper_and_best_round_per_claim():
             for method, value, bump in (("A", 0.80 + shift + noise, 0.0), ("B", 0.78 + shift, 0.05))]
     rows = ledger.judged_rows("X", toy_chapter(), runs, "x.html#verdict", "reduced", "profile reduced: 12 runs")
     row = rows.set_index("claim").loc["A > B"]
-    assert row.verdict == "holds" and row.effect.startswith("+2.0 [")  # A leads by 2 points, seeds agree
-    assert row.cells == "2 hold, 0 reversed, 0 inconclusive of 2"
-    assert row.paper.startswith("holds, +10.0 [")
-    assert row["best round"].startswith("does not hold, -3.0") and "⚑ differs" in row["best round"]  # B peaks higher
+    assert row.verdict == "holds on these 2 cells" and row.effect.startswith("+2.0 [")  # A leads by 2 points, seeds agree
+    assert row.cells == "Holm-corrected: 2 hold, 0 reversed, 0 inconclusive of 2"
+    assert row.paper.startswith("holds on these 2 cells, +10.0 [")
+    # the best round is a diagnostic with no word (picked per run on the test set): B peaks higher
+    assert row["best round"].startswith("diagnostic, no verdict: -3.0") and "holds" not in row["best round"]
     assert row.evidence == "profile reduced: 12 runs" and row.section == "x.html#verdict"
 
 
@@ -70,10 +71,10 @@ def test_withheld_claims_keep_their_measured_effect_and_say_why():
     runs = [(cell, method, seed, 0.80 + 0.02 * (method == "A") + 0.001 * seed, 0.8, 12, 0.1)
             for cell in ("c1", "c2") for seed in range(3) for method in ("A", "B")]
     rows = ledger.judged_rows("X", toy_chapter(), runs, "x.html", "reduced", "")
-    assert rows.iloc[0].verdict == "holds"
+    assert rows.iloc[0].verdict == "holds on these 2 cells"
     withheld = ledger.withhold(rows, ledger.V.UNEQUAL_TUNING, {"A > B": "B was never tuned"}).iloc[0]
     assert withheld.verdict == "not judged: unequal tuning" and withheld.effect == rows.iloc[0].effect
-    assert withheld.note.startswith(f"measured: holds, {rows.iloc[0].effect}; B was never tuned")
+    assert withheld.note.startswith(f"measured: holds on these 2 cells, {rows.iloc[0].effect}; B was never tuned")
     assert withheld["versus paper"] == "" and withheld.verdict in ledger.V.NOT_JUDGED
     empty = ledger.judged_rows("X", toy_chapter(), [], "x.html", "reduced", "")
     assert ledger.withhold(empty, ledger.V.UNEQUAL_TUNING, {"A > B": "why"}).iloc[0].verdict == ledger.NO_RECORDS
@@ -125,7 +126,7 @@ def test_the_papers_side_leaves_out_a_cell_our_interval_leaves_out_for_having_on
     for enforce_gate in (True, False):
         judged = ledger.judge_chapter(tiny, runs, enforce_gate=enforce_gate)["A > B"]
         assert judged["final"].cells == 2 and "1 cell with one seed left out of the interval" in judged["final"].note
-        assert judged["final"].cells_text == "1 hold, 0 reversed, 1 inconclusive of 2 (the interval reads 1)"
+        assert judged["final"].cells_text == "Holm-corrected: 1 hold, 0 reversed, 1 inconclusive of 2 (the interval reads 1)"
         assert judged["paper"].cells == 1 and abs(judged["paper"].interval.mean - 10.0) < 0.2  # c1 alone, not +20
     one_seed_everywhere = [run for run in runs if run[2] == 0]  # no cell has two seeds: the mean reads both
     judged = ledger.judge_chapter(tiny, one_seed_everywhere)["A > B"]
@@ -276,7 +277,7 @@ def test_the_cell_by_cell_heatmaps_get_one_caption_per_profile_under_them(monkey
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda *objects, **kwargs: shown.extend(objects))
     monkeypatch.setattr(plots, "cell_verdicts", lambda table, title: shown.append(f"heatmap: {title}"))
-    monkeypatch.setattr(ledger, "cell_verdicts", lambda module, runs, value, gate: pd.DataFrame(
+    monkeypatch.setattr(ledger_pages, "cell_verdicts", lambda module, runs, value, gate: pd.DataFrame(
         {"claim": ["A > B"], "outcome": ["holds"], "effect": [1.0]}))
     records = [SimpleNamespace(profile="reduced"), SimpleNamespace(profile="paper")]
     cells = ledger.show_cell_verdicts(fedckd, records, label="MNIST, tuned")
@@ -531,12 +532,12 @@ def test_the_reruns_table_times_a_run_two_reruns_of_a_chapter_share_in_the_first
     module = SimpleNamespace(experiments=lambda params: configs[:3] if params == "rerun" else configs)
     first = ledger.Rerun("Toy", params="rerun", path="reduced/redesign/toy.yaml", decides="rows")
     second = ledger.Rerun("Toy", params="grid", path="robustness/redesign/toy.yaml", decides="robustness")
-    monkeypatch.setattr(ledger, "chapter_reruns", lambda: [(module, first), (module, second)])
+    monkeypatch.setattr(ledger_evidence, "chapter_reruns", lambda: [(module, first), (module, second)])
     table = ledger.reruns_table(tmp_path)
     assert table["runs finished"].tolist() == ["1 of 3", "1 of 4"]
     assert table["one core's time left"].tolist() == ["20 min", "10 min after the rerun above"]
     other = ledger.Rerun("Other", params="grid", path="robustness/redesign/other.yaml", decides="robustness")
-    monkeypatch.setattr(ledger, "chapter_reruns", lambda: [(module, first), (module, other)])  # another chapter's
+    monkeypatch.setattr(ledger_evidence, "chapter_reruns", lambda: [(module, first), (module, other)])  # another chapter's
     assert ledger.reruns_table(tmp_path)["one core's time left"].tolist() == ["20 min", "30 min"]
 
 

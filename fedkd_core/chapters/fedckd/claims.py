@@ -75,7 +75,8 @@ def effects_of(frame: pd.DataFrame, value: str = "final") -> pd.DataFrame:
     return effects.reset_index()
 
 
-LEFT_OUT = "left out, a run it compares having diverged: "
+LEFT_OUT = ("a diverged run counts as its method's failure on that seed, scored at the worst accuracy of any "
+            "run in its cell: ")
 
 
 def _stand_in(run) -> dict:
@@ -251,33 +252,50 @@ def claim_rows(params, records, scale: str, enforce_gate: bool, root=None) -> pd
     seeds a diverged run of that profile left out named in the note (:func:`diverged_seeds`)."""
     from ...results import stored_divergences
 
-    every, reads = _judged(records, scale, enforce_gate), records_read(records)
+    divergences = stored_divergences(experiments(params), root) if records else []
+    failures = failure_rows(records, divergences)
+    every, reads = _judged(records, scale, enforce_gate, failures), records_read(records, failures)
 
     def row_of(claim: str) -> pd.DataFrame:
         read = reads.get(claim, [])
-        judged = _judged(read, scale, enforce_gate) if read and len(read) < len(records) else every
+        judged = _judged(read, scale, enforce_gate, failures) if read and len(read) < len(records) else every
         return judged[judged.claim == claim]
 
     rows = pd.concat([row_of(claim) for claim in every.claim], ignore_index=True)
-    left_out = diverged_seeds(records, stored_divergences(experiments(params), root))
+    left_out = diverged_seeds(records, divergences)
     rows["note"] = [("; ".join(filter(None, [note, LEFT_OUT + left_out[claim] if claim in left_out else ""])))
                     for claim, note in zip(rows.claim, rows.note)]
     return rows
 
 
-def _judged(records, scale: str, enforce_gate: bool) -> pd.DataFrame:
+def _judged(records, scale: str, enforce_gate: bool, failures: pd.DataFrame | None = None) -> pd.DataFrame:
     from ..ledger import evidence, judged_rows
 
     module = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
     return judged_rows("FedCKD", module, records, "fedckd.html#verdict", scale, evidence(records),
-                       enforce_gate=enforce_gate, sections={ANNEALING_CLAIM: "fedckd.html#table-iv-annealing"})
+                       enforce_gate=enforce_gate, sections={ANNEALING_CLAIM: "fedckd.html#table-iv-annealing"},
+                       failures=failures)
 
 
-def records_read(records) -> dict[str, list]:
-    """Per claim with an effect on ``records``, the runs of them its effects read: those without
-    which its effect in some cell and seed changes or goes."""
+def failure_rows(records, divergences) -> pd.DataFrame:
+    """Observations that count each diverged run of ``divergences`` as its method's failure on its
+    seed: scored at the worst final (and best-round) ALMA of any run of ``records`` in its cell
+    (:func:`~fedkd_core.chapters.ledger.failure_observations`). Empty without divergences."""
+    from ..ledger import failure_observations
+
+    if not divergences or not records:
+        return pd.DataFrame()
+    return failure_observations(observations(records), [_stand_in(run) for run in divergences], list(EFFECT_CELL_KEYS))
+
+
+def records_read(records, failures: pd.DataFrame | None = None) -> dict[str, list]:
+    """Per claim with an effect on ``records`` (and the diverged runs' stand-ins ``failures``, which
+    are never dropped), the runs of them its effects read: those without which its effect in some
+    cell and seed changes or goes."""
     keys = list(EFFECT_CELL_KEYS) + ["seed"]
     observed = observations(records)
+    if failures is not None and len(failures):
+        observed = pd.concat([observed, failures], ignore_index=True)
     effects = effects_of(observed).set_index(keys)
     every = {claim: effects[claim].dropna().sort_index() for claim in effects.columns}
     read: dict[str, list] = {claim: [] for claim in every}

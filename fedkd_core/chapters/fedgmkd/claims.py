@@ -16,6 +16,9 @@ from .tables import summary, table1_rows, table3_rows
 
 EFFECT_CELL_KEYS = ("table", "clients", "alpha", "metric")
 METHOD_COLUMN = "method"
+# A run's local and global accuracy are two cells of Table 1 made of the same runs: the ledger pools
+# such cells by seed, so that no run counts twice in one interval (fedkd_core.chapters.ledger.cell_links).
+SHARED_RUN_KEYS = ("metric",)
 PAPER_RUNS = 1  # the paper prints means only: its side is judged by signs
 TABLE1_CLAIMS = {metric: f"FedGMKD has the best {metric} accuracy of Table 1's methods (those run)"
                  for metric in ("local", "global")}
