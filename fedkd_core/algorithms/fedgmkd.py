@@ -34,6 +34,12 @@ shared/specs/fedgmkd.md); ``variant`` picks a coherent preset and each differenc
   ``lam`` weights the feature term and ``gamma`` the prediction term, as in the paper's text (the
   code's ``lam``/``gamma`` are the other way round; both are 0.06 by default).
 * ``max_grad_norm``: the code clips the gradient norm to 1.1 in the rounds with knowledge.
+* ``mixture_backend`` (not a reading of the paper: where the "gmm"/"code" mixtures are fitted):
+  "sklearn", one scikit-learn fit per class and component count on the host CPU (every committed
+  record), or "torch", all of a client's fits as one batched EM on the run's device
+  (:mod:`fedkd_core.mixture`: scikit-learn's algorithm, k-means++ seeded from a torch generator).
+  The uploaded prototypes agree to ~1e-15 of the largest entry on trained features (both are the
+  class mean, fact 5), but the fits are not bit-identical, so the backend is part of a record's key.
 
 Not reproduced from the released code (its bugs): per-class weight lists that are never reset (every
 class used class 0's numerator), and weights attached to the wrong clients by mixing client ids
