@@ -44,14 +44,19 @@ def method_key(algorithm: str, algorithm_params: dict) -> str | None:
     """The row of :data:`METHODS` a run with these resolved ``algorithm_params`` belongs to (the
     GMM size and, for the paper's readings, the chapter's :data:`FEDGMKD_OPTIONS` aside; FedGMKD's row also takes Table 5's other (λ, γ), which :func:`cell_of` keeps).
     Both sides are compared as JSON data (a stored record's tuples are lists)."""
+    from ...results import ADDED_FIELDS
+
     algorithm_params = json.loads(json.dumps(algorithm_params))
+    # a field added since a record was written reads as its original value (results.ADDED_FIELDS)
+    added = {name: value for (section, name), value in ADDED_FIELDS.items() if section == "algorithm_params"}
     for key, method in METHODS.items():
         if method.algorithm != algorithm:
             continue
         expected = json.loads(json.dumps(asdict(algorithm_config(algorithm, method.params))))
         options = set(FEDGMKD_OPTIONS) - set(method.params) if paper_reading(key) else set()
         ignored = {"max_components"} | options | ({"lam", "gamma"} if key == "fedgmkd" else set())
-        if all(algorithm_params.get(name) == value for name, value in expected.items() if name not in ignored):
+        if all(algorithm_params.get(name, added.get(name)) == value for name, value in expected.items()
+               if name not in ignored):
             return key
     return None
 
