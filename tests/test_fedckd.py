@@ -554,21 +554,21 @@ def test_a_cell_whose_only_run_diverged_says_so_and_one_with_a_record_names_its_
             diverged("fedfomo", "pathological", 1, 30), diverged("pfedme", "dirichlet", 0, 4),
             diverged("pfedme", "pathological", 1, 7)]
     table = fedckd.compare_accuracy(ours, "pathological", runs).set_index(["dataset", "clients", "algorithm", "profile"]).sort_index()
-    assert table.loc[("fashion_mnist", 100, "LG-FedAvg", "paper"), "ours"] == "diverged (seed 0, round 53; seed 2, round 61)"
+    assert table.loc[("fashion_mnist", 100, "LG-FedAvg", "paper"), "ours"] == "2 of 2 diverged (seed 0, round 53; seed 2, round 61)"
     # one seed finished, two diverged: not to be read as a cell short of runs
     assert table.loc[("fashion_mnist", 100, "FedPer", "paper"), "ours"] == \
-        "97.00 (1 seed; 2 diverged: seed 1, round 9; seed 2, round 12)"
-    assert table.loc[("fashion_mnist", 100, "FedFomo", "paper"), "ours"].endswith("(1 diverged: seed 1, round 30)")
+        "97.00 (1 seed; 2 of 3 diverged: seed 1, round 9; seed 2, round 12)"
+    assert table.loc[("fashion_mnist", 100, "FedFomo", "paper"), "ours"].endswith("(1 of 3 diverged: seed 1, round 30)")
     assert table.loc[("fashion_mnist", 100, "FedFomo", "paper"), "seeds"] == 2
     # the reduced profile ran pFedMe; the paper profile's only run diverged and gets a row of its own
     assert table.loc[("fashion_mnist", 100, "pFedMe", "reduced"), "ours"] == "90.00 (1 seed)"
-    assert table.loc[("fashion_mnist", 100, "pFedMe", "paper"), "ours"] == "diverged (seed 1, round 7)"
+    assert table.loc[("fashion_mnist", 100, "pFedMe", "paper"), "ours"] == "1 of 1 diverged (seed 1, round 7)"
     assert table.loc[("fashion_mnist", 20, "LG-FedAvg"), "ours"].tolist() == ["not run"]
     assert table.loc[("fashion_mnist", 100, "FedAvg"), "ours"].tolist() == ["not run"]  # diverged in no setting
     from fedkd_core import tables
 
     shown = tables.paper_layout(table.reset_index(), ["algorithm"], ["dataset", "clients"], method="algorithm")
-    assert "diverged (seed 0, round 53; seed 2, round 61)" in shown and "2 diverged: seed 1, round 9" in shown
+    assert "2 of 2 diverged (seed 0, round 53; seed 2, round 61)" in shown and "2 of 3 diverged: seed 1, round 9" in shown
     reduced_block = shown[shown.index("profile <b>reduced</b>"):]
     reduced_block = reduced_block[:reduced_block.index("</table>")]
     assert "90.00 (1 seed)" in reduced_block and "diverged" not in reduced_block  # the paper profile's stays there
@@ -579,13 +579,39 @@ def test_a_cell_whose_only_run_diverged_says_so_and_one_with_a_record_names_its_
                                "config": {"data": {"dataset": "mnist", "partition": "pathological", "num_clients": 100},
                                           "seed": 0}})]
     table = fedckd.compare_accuracy(ours, "pathological", both).set_index(["dataset", "clients", "algorithm", "profile"])
-    assert table.loc[("fashion_mnist", 100, "FedAvg", "paper"), "ours"] == "diverged (seed 1, round 5)"
-    assert table.loc[("fashion_mnist", 100, "FedAvg", "reduced"), "ours"] == "diverged (seed 2, round 6)"
+    assert table.loc[("fashion_mnist", 100, "FedAvg", "paper"), "ours"] == "1 of 1 diverged (seed 1, round 5)"
+    assert table.loc[("fashion_mnist", 100, "FedAvg", "reduced"), "ours"] == "1 of 1 diverged (seed 2, round 6)"
     # a partial cell's seed count and its divergences read as one bracket
     from fedkd_core.chapters.fedckd.tables import with_divergences
 
     assert with_divergences("73.36 ± 4.80 (2 seeds)", 2, "seed 0, round 3") == \
-        "73.36 ± 4.80 (2 seeds; 1 diverged: seed 0, round 3)"
+        "73.36 ± 4.80 (2 seeds; 1 of 3 diverged: seed 0, round 3)"
+
+
+def test_the_divergence_rate_of_each_method_and_cell_counts_its_diverged_runs_among_all_its_runs():
+    from types import SimpleNamespace
+
+    from fedkd_core.chapters.fedckd.tables import divergence_rates, divergence_rates_text
+
+    def run(algorithm, partition, seed, profile="paper"):
+        config = {"algorithm": algorithm, "seed": seed,
+                  "data": {"dataset": "fashion_mnist", "partition": partition, "num_clients": 100}}
+        return SimpleNamespace(config=config, profile=profile)
+
+    records = [run(m, p, s) for m in ("fedavg", "pfedsd", "lg_fedavg") for p in ("dirichlet", "pathological")
+               for s in (0, 1, 2) if not (p == "pathological" and (m, s) in {("pfedsd", 1), ("pfedsd", 2),
+                                                                            ("lg_fedavg", 0)})]
+    diverged = [run("pfedsd", "pathological", 2), run("pfedsd", "pathological", 1), run("lg_fedavg", "pathological", 0)]
+    rates = divergence_rates(records, diverged)
+    pathological = rates[rates.setting == "pathological"].set_index("algorithm")
+    assert pathological.loc["pFedSD", "rate"] == "2 of 3 diverged" and pathological.loc["pFedSD", "diverged seeds"] == "1, 2"
+    assert pathological.loc["LG-FedAvg", "rate"] == "1 of 3 diverged" and pathological.loc["FedAvg", "rate"] == "0 of 3 diverged"
+    assert list(pathological.index) == ["FedAvg", "LG-FedAvg", "pFedSD"]  # the chapter's method order
+    assert set(rates[rates.setting == "practical"].diverged) == {0}
+    assert divergence_rates_text(rates) == (
+        "Divergence rate per method and cell (diverged of all runs): profile paper, fashion_mnist n = 100, "
+        "pathological: LG-FedAvg 1 of 3, pFedSD 2 of 3; the other method 0 of 3.")
+    assert divergence_rates_text(divergence_rates(records, [])) == ""
 
 
 def test_a_diverged_run_takes_its_seed_out_of_exactly_the_claims_that_name_its_method(monkeypatch):

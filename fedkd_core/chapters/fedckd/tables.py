@@ -58,17 +58,68 @@ def diverged_cells(diverged, setting: str) -> dict[tuple, str]:
 
 
 def with_divergences(ours: str, seeds: int, runs: str) -> str:
-    """A cell's text with its diverged runs (``runs``, from :func:`diverged_cells`; "" for none):
-    "diverged (seed 1, round 18)" where no run finished, "96.80 (1 seed; 2 diverged: seed 1, round
-    18; seed 2, round 12)" where one did, so a cell short of seeds never reads as one not yet run."""
+    """A cell's text with its diverged runs (``runs``, from :func:`diverged_cells`; "" for none)
+    and the cell's divergence rate (diverged of all its runs, ``seeds`` finished ones counted):
+    "2 of 2 diverged (seed 1, round 18; seed 2, round 12)" where no run finished, "96.80 (1 seed;
+    2 of 3 diverged: seed 1, round 18; seed 2, round 12)" where one did, so a cell short of seeds
+    never reads as one not yet run."""
     if not runs:
         return ours
+    failed = runs.count("seed ")
+    rate = f"{failed} of {failed + seeds} diverged"
     if seeds == 0:
-        return f"diverged ({runs})"
-    detail = f"{runs.count('seed ')} diverged: {runs}"
-    if ours.endswith(" seeds)") or ours.endswith("(1 seed)"):  # "(2 seeds)" -> "(2 seeds; 1 diverged: ...)"
+        return f"{rate} ({runs})"
+    detail = f"{rate}: {runs}"
+    if ours.endswith(" seeds)") or ours.endswith("(1 seed)"):  # "(2 seeds)" -> "(2 seeds; 1 of 3 diverged: ...)"
         return f"{ours[:-1]}; {detail})"
     return f"{ours} ({detail})"
+
+
+def divergence_rates(records, diverged) -> pd.DataFrame:
+    """The divergence rate of every (profile, dataset, setting, paper client scale, method) that
+    ``records`` (``RunRecord``) or ``diverged`` (``results.Divergence``) ran: its runs, how many
+    diverged, and the rate in words ("2 of 3 diverged"), one row per cell and method, in the
+    chapter's method order. A diverged run is a run of its cell: it counts in ``runs``."""
+    rows: dict[tuple, dict] = {}
+    for run, failed in [(r, False) for r in records] + [(d, True) for d in diverged]:
+        data = run.config["data"]
+        key = (run.profile, data["dataset"], SETTING_OF_PARTITION[data["partition"]],
+               paper_scale(int(data["num_clients"])), run.config["algorithm"])
+        row = rows.setdefault(key, {"runs": 0, "diverged": 0, "seeds": []})
+        row["runs"] += 1
+        row["diverged"] += failed
+        if failed:
+            row["seeds"].append(int(run.config["seed"]))
+    order = {name: i for i, name in enumerate(METHOD_NAMES)}
+    frame = pd.DataFrame([{"profile": k[0], "dataset": k[1], "setting": k[2], "clients": k[3],
+                           "algorithm": METHOD_NAMES.get(k[4], k[4]), "runs": v["runs"], "diverged": v["diverged"],
+                           "diverged seeds": ", ".join(str(s) for s in sorted(v["seeds"])),
+                           "rate": f"{v['diverged']} of {v['runs']} diverged", "_order": order.get(k[4], len(order))}
+                          for k, v in rows.items()],
+                         columns=["profile", "dataset", "setting", "clients", "algorithm", "runs", "diverged",
+                                  "diverged seeds", "rate", "_order"])
+    return (frame.sort_values(["profile", "dataset", "setting", "clients", "_order"], kind="stable")
+            .drop(columns="_order").reset_index(drop=True))
+
+
+def divergence_rates_text(rates: pd.DataFrame) -> str:
+    """:func:`divergence_rates` in words, per cell with a divergence: "Divergence rate, paper
+    profile, Fashion-MNIST n = 100, pathological: LG-FedAvg 1 of 3, pFedSD 2 of 3; the other 6
+    methods 0 of 3 each." ("" where no run diverged)."""
+    lines = []
+    for (profile, dataset, setting, clients), cell in rates.groupby(["profile", "dataset", "setting", "clients"],
+                                                                    sort=False):
+        failed = cell[cell.diverged > 0]
+        if failed.empty:
+            continue
+        named = ", ".join(f"{r.algorithm} {r.diverged} of {r.runs}" for r in failed.itertuples())
+        rest = cell[cell.diverged == 0]
+        runs = sorted(set(rest.runs))
+        counts = runs[0] if len(runs) == 1 else "/".join(map(str, runs))
+        others = ("" if rest.empty else f"; the other method 0 of {counts}" if len(rest) == 1
+                  else f"; the other {len(rest)} methods 0 of {counts} each")
+        lines.append(f"profile {profile}, {dataset} n = {clients}, {setting}: {named}{others}")
+    return "Divergence rate per method and cell (diverged of all runs): " + "; ".join(lines) + "." if lines else ""
 
 
 def with_a_row_per_profile(table: pd.DataFrame, cells) -> pd.DataFrame:
