@@ -93,10 +93,10 @@ def test_standardise_is_standard_scaler_per_class():
 
 @pytest.fixture(scope="module")
 def trained_features():
-    """A cnn5_code32 trained for two epochs on 300 CIFAR-10 images of one client; its features on them."""
+    """A cnn5_code32 trained for one epoch on 300 CIFAR-10 images of one client; its features on them."""
     data = build_federated_data(DataConfig("cifar10", num_clients=2, samples_per_client=300, local_test_size=1), seed=0)
     ctx = Context(data=data, model_name="cnn5_code32", device=torch.device("cpu"), seed=0,
-                  train=TrainConfig(epochs=2, batch_size=32, lr=1e-3, optimizer="adam", mixed_precision=False))
+                  train=TrainConfig(epochs=1, batch_size=32, lr=1e-3, optimizer="adam", mixed_precision=False))
     model = ctx.new_model()
     train(model, data.dataset, data.client_train[0], ctx.train, generator=torch.Generator().manual_seed(0))
     features, logits = predict_features(model, data.dataset, data.client_train[0])
