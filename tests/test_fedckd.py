@@ -686,6 +686,13 @@ def test_divergences_are_tallied_by_kind_of_device_with_fishers_exact_test():
     assert abs(row["p"] - 0.1) < 1e-12  # 1 / C(5, 2): both divergences on the two GPU runs by chance
     text = chapter.divergence_tally_text(records, diverged, checks)
     assert "2 of 2 runs diverged on a GPU, 0 of 3 runs diverged on a CPU" in text and "p = 0.10" in text
+    # the GPU runs predate host-drawn dropout masks: the text says the pairs also differ in their draws
+    assert "arithmetic" not in text and "differs in its random draws" in text
+    from fedkd_core.randomness import MASK_GENERATOR
+
+    same_masks = [(SimpleNamespace(**{**vars(d), "environment": {"device": "cuda", "mask_generator": MASK_GENERATOR}}), r)
+                  for d, r in checks]
+    assert "random draws" not in chapter.divergence_tally_text(records, diverged, same_masks)
     assert chapter.divergence_tally_text(records, diverged, []) == ""
 
 
@@ -700,13 +707,16 @@ def test_a_diverged_run_finished_on_another_machine_is_shown_beside_it_and_read_
     target = tmp_path / "machine_checks" / "paper" / "pfedsd"
     target.mkdir(parents=True)
     shutil.copy(committed, target)
-    diverged = SimpleNamespace(algorithm="pfedsd", key=key, round=18, environment={"device_name": "GPU X"},
+    diverged = SimpleNamespace(algorithm="pfedsd", key=key, round=18, environment={"device_name": "GPU X", "device": "cuda"},
                                config={"seed": 1, "data": {"partition": "pathological"}})
     checks = chapter.machine_checks([diverged], root=tmp_path)
     assert len(checks) == 1 and checks[0][1].key == key
     text = chapter.machine_check_text(checks)
     assert "pFedSD, pathological, seed 1: diverged on GPU X in round 18, finished on AMD EPYC Zen 5" in text
     assert f"at {checks[0][1].final['alma'] * 100:.2f}% after 100 rounds" in text
+    # the H200 run drew its masks from the GPU's generator (it predates randomness.MASK_GENERATOR)
+    assert "not one computation under two machines' rounding" in text and "arithmetic" not in text
+    assert "(SGD lr 0.01, momentum 0.9, no gradient clipping)" not in text  # this stand-in has no train config
     assert chapter.machine_checks([replace_key(diverged, "0" * 16)], root=tmp_path) == []
     assert chapter.machine_check_text([]) == ""
     configs = chapter.experiments(chapter.PAPER_FMNIST100)

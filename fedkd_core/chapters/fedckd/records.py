@@ -65,7 +65,8 @@ def machine_checks(diverged, root=None) -> list[tuple]:
     """(divergence, record) for each run of ``diverged`` that was run again on another machine and
     finished there: the record of the same config (same key) kept under
     ``<results>/machine_checks/``, where it does not take the diverged run's place in the
-    tables or verdicts. It tells a divergence of the method from one of a machine's arithmetic."""
+    tables or verdicts. It tells a config that diverges wherever it runs from one that diverged under
+    one run's random draws and rounding only."""
     from ...results import read_record, results_dir
 
     checks = results_dir(root) / MACHINE_CHECKS
@@ -118,7 +119,9 @@ def divergence_tally_text(records, diverged, checks) -> str:
     if not lines:
         return ""
     return ("Counting every run of these cells, the checks included: " + "; ".join(lines) + ". So few runs "
-            "cannot tell a machine's arithmetic from chance unless p is small.")
+            "cannot tell the kind of device from chance unless p is small"
+            + (", and the kind of device is not all that differs: " + OTHER_MASKS if _other_masks(checks) else "")
+            + ".")
 
 
 def machine_check_text(checks) -> str:
@@ -131,10 +134,30 @@ def machine_check_text(checks) -> str:
              f"diverged on {machine_text(d.environment.get('device_name'))} in round {d.round}, "
              f"finished on {machine_text(r.environment.get('device_name'))} at "
              f"{r.final['alma'] * 100:.2f}% after {r.config['rounds']} rounds" for d, r in checks]
+    pair = (f"These pairs are not one computation under two machines' rounding: {OTHER_MASKS}. A config that "
+            "diverges under one draw and finishes under another" if _other_masks(checks) else
+            "Each pair drew the same dropout masks (from the CPU generator on both machines), so it differs only by "
+            "rounding; a config that diverges under one machine's rounding and not under another's")
+    train = checks[0][0].config.get("train", {})
+    setting = (f" ({train.get('optimizer', 'sgd').upper()} lr {train['lr']:g}, momentum {train.get('momentum', 0):g}, "
+               "no gradient clipping)" if "lr" in train else "")
     return ("The same config run again on another machine (`results/machine_checks/`, read by no table or "
-            "verdict): " + "; ".join(lines) + ". A run that diverges under one machine's arithmetic and not "
-            "under another's sits at the edge of stability at this learning rate; the claims leave its seed out "
-            "rather than count it against the method.")
+            "verdict): " + "; ".join(lines) + f". {pair} sits at the edge of stability at this learning rate{setting}.")
+
+
+# Why a GPU run and a CPU rerun of one config, made before dropout masks were drawn on the host
+# (fedkd_core.randomness.MASK_GENERATOR), are two different random runs and not one run rounded twice.
+OTHER_MASKS = ("the GPU runs drew their dropout masks (pFedSD's CNN has a Dropout2d) from the GPU's own "
+               "generator, the CPU reruns from the CPU's, so each pair differs in its random draws, not only in "
+               "its rounding")
+
+
+def _other_masks(checks) -> bool:
+    """Whether a run of ``checks`` (pairs of a divergence and a record) drew its dropout masks from a
+    device's own generator (:func:`fedkd_core.randomness.mask_generator_of`): then a pair is two draws."""
+    from ...randomness import PREDATES, mask_generator_of
+
+    return any(mask_generator_of(run.environment) == PREDATES for pair in checks for run in pair)
 
 
 def cell_of(run) -> tuple:

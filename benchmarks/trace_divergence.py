@@ -1,0 +1,335 @@
+"""Rerun a diverged run with a per-step trace of every client's local training (issue 60, item 3).
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/trace_divergence.py \
+        results/paper/lg_fedavg/30bcd09506301b61.diverged.json [--out benchmarks/results/trace]
+
+The run is the stored divergence's own config (its key is checked), simulated exactly as a sweep
+runs it (``experiment.simulate``, one thread, fp32). Nothing of the training changes: the trace
+reads values the step computes anyway, through
+
+- the loss function ``train`` calls, replaced by one that does what ``cross_entropy_loss`` does
+  (one forward, ``F.cross_entropy``) and also keeps the batch's loss, largest |logit| and labels;
+- torch's global optimizer step hooks, which read each step's gradient norm before the step and
+  the weights and momentum after it (norms only; no tensor is written);
+- the client step (``InProcessClients.step``), to know which round and client a step is in.
+
+After each round the round's scores are compared with the stored divergence's history (the same
+config run before, on another CPU): ``identical`` means every one of the 100 client accuracies
+agrees exactly. Writes ``<out>-steps.csv.gz`` (one row per local step of every client, every
+round), ``<out>-rounds.json`` (per-round comparison, timing, machine) and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fedkd_core import experiment  # noqa: E402
+from fedkd_core.algorithms.shapes import partial  # noqa: E402
+from fedkd_core.experiment import RunDiverged, config_from_dict, simulate  # noqa: E402
+from fedkd_core.results import config_hash, device_name  # noqa: E402
+
+# Parameter groups of pfedsd_cnn_mnist, by state-dict name prefix.
+GROUPS = {"conv1": "features.0.0.", "conv2": "features.0.3.", "fc1": "features.1.", "fc2": "features.3.",
+          "head": "head."}
+COLUMNS = ["round", "client", "step", "epoch", "loss", "max_logit", "mean_max_logit", "classes",
+           "grad_norm", *[f"grad_{g}" for g in GROUPS], "weight_norm", *[f"weight_{g}" for g in GROUPS],
+           "momentum_norm", "update_norm", *[f"update_{g}" for g in GROUPS], "finite"]
+
+
+class Tracer:
+    def __init__(self) -> None:
+        self.round = 0
+        self.client = -1
+        self.step = 0
+        self.steps_per_epoch = 1
+        self.names: dict[int, str] = {}
+        self.rows: list[dict] = []
+        self.pending: dict = {}
+        self.before: dict[int, torch.Tensor] = {}
+
+    # ------------------------------------------------------------------ the client step
+    def wrap_step(self, step):
+        tracer = self
+
+        def traced_step(algorithm, client, phase, message):
+            tracer.round, tracer.client, tracer.step = algorithm.round, client, 0
+            size = len(algorithm.ctx.data.client_train[client])
+            batch = algorithm.ctx.train.batch_size
+            tracer.steps_per_epoch = max(1, math.ceil(size / batch))
+            return step(algorithm, client, phase, message)
+
+        return traced_step
+
+    # ------------------------------------------------------------------ train's loss
+    def wrap_train(self, train):
+        tracer = self
+
+        def traced_train(model, *args, **kwargs):
+            tracer.names = {id(p): name for name, p in model.named_parameters()}
+            kwargs.setdefault("loss_fn", tracer.loss)
+            return train(model, *args, **kwargs)
+
+        return traced_train
+
+    def loss(self, model, batch):
+        logits = model(batch.x)
+        loss = F.cross_entropy(logits, batch.y)  # what training.cross_entropy_loss computes
+        with torch.no_grad():
+            top = logits.detach().abs().amax(1)
+            self.pending = {"loss": float(loss.detach()), "max_logit": float(top.max()),
+                            "mean_max_logit": float(top.mean()),
+                            "classes": int(torch.unique(batch.y).numel())}
+        return loss
+
+    # ------------------------------------------------------------------ optimizer hooks
+    def _group(self, p) -> str | None:
+        name = self.names.get(id(p), "")
+        return next((g for g, prefix in GROUPS.items() if name.startswith(prefix)), None)
+
+    def pre_step(self, optimizer, args, kwargs):
+        grads = {g: 0.0 for g in GROUPS}
+        self.before = {}
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = self._group(p)
+                if g is not None:
+                    grads[g] += float(p.grad.detach().double().pow(2).sum())
+                self.before[id(p)] = p.detach().clone()
+        self.pending.update({f"grad_{g}": math.sqrt(v) for g, v in grads.items()})
+        self.pending["grad_norm"] = math.sqrt(sum(grads.values()))
+
+    def post_step(self, optimizer, args, kwargs):
+        weights = {g: 0.0 for g in GROUPS}
+        updates = {g: 0.0 for g in GROUPS}
+        momentum = 0.0
+        finite = True
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                g = self._group(p)
+                if g is None:
+                    continue
+                w = p.detach().double()
+                weights[g] += float(w.pow(2).sum())
+                if id(p) in self.before:
+                    updates[g] += float((w - self.before[id(p)].double()).pow(2).sum())
+                buf = optimizer.state.get(p, {}).get("momentum_buffer")
+                if buf is not None:
+                    momentum += float(buf.double().pow(2).sum())
+                finite = finite and bool(torch.isfinite(p).all())
+        self.before = {}
+        row = {"round": self.round, "client": self.client, "step": self.step,
+               "epoch": self.step // self.steps_per_epoch, **self.pending,
+               "weight_norm": math.sqrt(sum(weights.values())),
+               **{f"weight_{g}": math.sqrt(v) for g, v in weights.items()},
+               "momentum_norm": math.sqrt(momentum), "update_norm": math.sqrt(sum(updates.values())),
+               **{f"update_{g}": math.sqrt(v) for g, v in updates.items()}, "finite": int(finite)}
+        self.rows.append(row)
+        self.pending = {}
+        self.step += 1
+
+
+def compare_round(round_index: int, scores: dict, selected: list, stored: dict | None) -> dict:
+    """One round's scores beside the stored history's: identical when every client accuracy and
+    the selected clients agree exactly."""
+    if stored is None:
+        return {"round": round_index, "stored": False, "alma": scores["alma"]}
+    ours, theirs = scores["client_accuracies"], stored["client_accuracies"]
+    diffs = [abs(a - b) for a, b in zip(ours, theirs)]
+    return {"round": round_index, "stored": True, "identical": ours == theirs and selected == stored["selected"],
+            "alma": scores["alma"], "stored_alma": stored["alma"], "clients_differing": sum(d > 0 for d in diffs),
+            "max_abs_diff": max(diffs)}
+
+
+STATS = ("loss", "grad_norm", "max_logit", "update_norm", "weight_norm", "grad_head", "weight_head", "momentum_norm")
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def figure_data(prefix: Path, extra: dict | None = None) -> dict:
+    """The chapter's figure data (``fedkd_core.chapters.fedckd.divergence``) from a written trace
+    (``<prefix>-steps.csv.gz``, ``<prefix>-rounds.json``): the blow-up (the first local step whose
+    loss, gradient or weights are not finite), the steps of that client's update and of its earlier
+    updates, every round's largest values, what the earlier rounds reached (the baseline) and which
+    quantity passed its baseline first. ``extra``: fields added to the rerun's description."""
+    import pandas as pd
+
+    from fedkd_core.federation import build_federated_data
+
+    steps = pd.read_csv(f"{prefix}-steps.csv.gz")
+    summary = json.loads(Path(f"{prefix}-rounds.json").read_text())
+    stored = json.loads(Path(summary["divergence"]).read_text())
+    config = config_from_dict(stored["config"])
+    rerun = {**summary["rerun"], **(extra or {})}
+    comparison = summary["comparison"]
+    identical = [c["round"] for c in comparison if c.get("identical")]
+    differing = [c["round"] for c in comparison if c.get("stored") and not c.get("identical")]
+    determinism = {"rounds_compared": sum(bool(c.get("stored")) for c in comparison),
+                   "rounds_identical": len(identical), "first_round_differing": differing[0] if differing else None,
+                   "stored_device": stored.get("environment", {}).get("device_name")}
+    bad = steps[~steps[["loss", "grad_norm", "weight_norm"]].apply(lambda c: c.map(_finite)).all(axis=1)
+                | (steps.finite == 0)]
+    data = {"key": summary["key"], "algorithm": stored["config"]["algorithm"], "seed": stored["config"]["seed"],
+            "partition": stored["config"]["data"]["partition"], "stored_round": summary.get("stored_round"),
+            "rerun": rerun, "determinism": determinism, "comparison": comparison}
+    per_round = steps.groupby("round").agg(**{f"max_{s}": (s, "max") for s in STATS},
+                                           clients=("client", "nunique")).reset_index()
+    first_steps = steps[steps.step == 0]
+    per_round = per_round.merge(first_steps.groupby("round").loss.max().rename("max_first_loss").reset_index(),
+                                on="round")
+    data["rounds"] = json.loads(per_round.to_json(orient="records"))
+    if bad.empty:
+        data["finding"] = {"diverged": False, "rounds_traced": int(steps["round"].max())}
+        return data
+    first = bad.iloc[0]
+    round_b, client_b, step_b = int(first["round"]), int(first.client), int(first.step)
+    before = steps[steps["round"] < round_b]
+    baseline = {s: {"median": float(before[s].median()), "p999": float(before[s].quantile(0.999)),
+                    "max": float(before[s].max())} for s in STATS}
+    window = steps[(steps["round"] == round_b) & (steps.client == client_b)]
+    passed = {}
+    for s in STATS:
+        over = window[window[s].map(lambda v: not _finite(v) or v > baseline[s]["max"])]
+        if not over.empty:
+            passed[s] = int(over.step.iloc[0])
+    earlier = sorted(int(r) for r in steps[(steps.client == client_b) & (steps["round"] < round_b)]["round"].unique())
+    fed = build_federated_data(config.data, config.seed)
+    labels = fed.dataset.y_train[fed.client_train[client_b]]
+    classes = {int(c): int(n) for c, n in zip(*np.unique(np.asarray(labels), return_counts=True))}
+    others = steps[(steps["round"] == round_b) & (steps.client != client_b)]
+    data["window"] = json.loads(window.to_json(orient="records"))
+    data["earlier"] = {str(r): json.loads(steps[(steps["round"] == r) & (steps.client == client_b)]
+                                          .to_json(orient="records")) for r in earlier}
+    data["baseline"] = baseline
+    data["finding"] = {
+        "diverged": True, "round": round_b, "client": client_b, "step": step_b,
+        "epoch": int(first.epoch), "steps_per_epoch": int(window.step.max() + 1) // max(int(window.epoch.max()) + 1, 1),
+        "client_classes": classes, "client_earlier_rounds": earlier,
+        "first_past_baseline": dict(sorted(passed.items(), key=lambda kv: kv[1])),
+        "first_step_loss": float(window.loss.iloc[0]),
+        "last_finite": json.loads(window[window.step < step_b].tail(3).to_json(orient="records")),
+        "other_clients_max_grad_norm": float(others.grad_norm.max()) if len(others) else None,
+        "other_clients": sorted(int(c) for c in others.client.unique()),
+    }
+    return data
+
+
+class StopTrace(Exception):
+    """Raised after ``--stop-after`` rounds: the trace is written and the run ends there."""
+
+
+ENVIRONMENT_VARIABLES = ("OMP_NUM_THREADS", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("divergence", help="a stored <key>.diverged.json")
+    parser.add_argument("--out", default="/tmp/trace_divergence",
+                        help="prefix of the raw output files (default: %(default)s)")
+    parser.add_argument("--stop-after", type=int, default=0, help="stop after this round (0: run to the end)")
+    parser.add_argument("--figure", default="",
+                        help="also write the chapter's figure data here (a benchmarks/results/*.json)")
+    args = parser.parse_args()
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    stored = json.loads(Path(args.divergence).read_text())
+    config = config_from_dict(stored["config"])
+    if config_hash(config) != stored["key"]:
+        raise SystemExit(f"config hashes to {config_hash(config)}, not the stored key {stored['key']}")
+    stored_rounds = {row["round"]: row for row in stored.get("history", [])}
+
+    tracer = Tracer()
+    experiment.InProcessClients.step = staticmethod(tracer.wrap_step(experiment.InProcessClients.step))
+    partial.train = tracer.wrap_train(partial.train)
+    register_optimizer_step_pre_hook(tracer.pre_step)
+    register_optimizer_step_post_hook(tracer.post_step)
+    scores: dict[int, dict] = {}
+    evaluate = experiment.evaluate
+
+    def scored(algorithm, *a, **kw):  # the round's scores, as simulate records them
+        result = evaluate(algorithm, *a, **kw)
+        scores[algorithm.round] = result
+        return result
+
+    experiment.evaluate = scored
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    steps_path = Path(f"{out}-steps.csv.gz")
+    with gzip.open(steps_path, "wt") as handle:
+        handle.write(",".join(COLUMNS) + "\n")
+    written = 0
+    began = time.perf_counter()
+    diverged = None
+
+    def flush(done: bool) -> None:
+        nonlocal written
+        with gzip.open(steps_path, "at") as handle:
+            for row in tracer.rows[written:]:
+                handle.write(",".join(repr(row.get(c)) if isinstance(row.get(c), float) else str(row.get(c, ""))
+                                      for c in COLUMNS) + "\n")
+        written = len(tracer.rows)
+        selected = {}
+        for row in tracer.rows:
+            selected.setdefault(row["round"], set()).add(row["client"])
+        summary = {
+            "divergence": args.divergence, "key": stored["key"], "config": stored["config"],
+            "stored_round": stored.get("round"), "stored_error": stored.get("error"),
+            "stored_environment": stored.get("environment"),
+            "rerun": {"finished": done, "diverged": diverged, "seconds": time.perf_counter() - began,
+                      "device_name": device_name(torch.device("cpu")), "threads": torch.get_num_threads(),
+                      "torch": torch.__version__, "rounds_completed": len(scores), "steps_traced": len(tracer.rows),
+                      "environment_variables": {v: os.environ[v] for v in ENVIRONMENT_VARIABLES if v in os.environ}},
+            "comparison": [compare_round(r, scores[r], sorted(selected.get(r, ())), stored_rounds.get(r))
+                           for r in sorted(scores)],
+        }
+        Path(f"{out}-rounds.json").write_text(json.dumps(summary, indent=1))
+
+    def on_round(round_index: int, rounds: int) -> None:
+        print(f"round {round_index}/{rounds} {time.perf_counter() - began:.0f} s", flush=True)
+        flush(False)
+        if args.stop_after and round_index >= args.stop_after:
+            raise StopTrace
+
+    try:
+        simulate(config, device=torch.device("cpu"), progress=False, on_round=on_round)
+    except RunDiverged as error:
+        diverged = {"round": error.round_index, "error": str(error)}
+    except StopTrace:
+        pass
+    flush(True)
+    summary = json.loads(Path(f"{out}-rounds.json").read_text())
+    same = [c["round"] for c in summary["comparison"] if c.get("identical")]
+    print(f"{len(same)} of {len(summary['comparison'])} rounds identical to the stored history; diverged: {diverged}; "
+          f"{summary['rerun']['seconds']:.0f} s; {len(tracer.rows)} steps traced -> {steps_path}, {out}-rounds.json")
+    if args.figure:
+        Path(args.figure).write_text(json.dumps(figure_data(out), indent=1))
+        print(f"figure data -> {args.figure}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--figure-from":
+        # --figure-from PREFIX FIGURE.json [KEY=VALUE ...]: the figure data of a trace already written
+        extra = dict(item.split("=", 1) for item in sys.argv[4:])
+        data = figure_data(Path(sys.argv[2]), extra)
+        Path(sys.argv[3]).write_text(json.dumps(data, indent=1))
+        print(json.dumps(data["finding"], indent=1))
+    else:
+        main()

@@ -1,0 +1,129 @@
+"""Why a run of the paper-scale column diverged: a per-step trace of its rerun (issue 60).
+
+``benchmarks/trace_divergence.py`` reruns a stored divergence (its own config, one CPU thread,
+fp32) and reads, at every local step of every client, the loss, the gradient's norm (whole and per
+layer), the largest |logit| of the batch, the weights' and the momentum's norms and the step's
+update, without changing a number of the run. Its figure data is committed as
+``benchmarks/results/trace_divergence-<run>.json``; this module reads it, plots it
+(:func:`plot_trace`) and says what it shows (:func:`trace_text`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from ...numerics import BENCHMARK_RESULTS
+from .grid import METHOD_NAMES
+
+TRACE_PREFIX = "trace_divergence-"
+# The panels of the figure: (column, label), each on a log scale.
+PANELS = (("loss", "training loss"), ("grad_norm", "gradient norm"), ("max_logit", "largest |logit|"),
+          ("update_norm", "step's update norm"), ("weight_norm", "weight norm"))
+NAMES = {"loss": "the loss", "grad_norm": "the gradient norm", "max_logit": "the largest |logit|",
+         "update_norm": "the step's update", "weight_norm": "the weight norm", "grad_head": "the head's gradient",
+         "weight_head": "the head's weight norm", "momentum_norm": "the momentum buffer"}
+
+
+def traces(folder: Path = BENCHMARK_RESULTS) -> list[dict]:
+    """Every committed trace's figure data, in file-name order ([] where none is committed)."""
+    return [json.loads(path.read_text()) for path in sorted(Path(folder).glob(f"{TRACE_PREFIX}*.json"))]
+
+
+def steps_frame(trace: dict) -> pd.DataFrame:
+    """The traced client's steps: its update in the blow-up round and its earlier updates, one row
+    per local step, with ``update`` ("round r") and ``blowup`` (True for the round it diverged in)."""
+    frames = [pd.DataFrame(rows).assign(blowup=False) for rows in trace.get("earlier", {}).values()]
+    frames.append(pd.DataFrame(trace.get("window", [])).assign(blowup=True))
+    frame = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else pd.DataFrame()
+    if len(frame):
+        frame["update"] = [f"round {int(r)}" for r in frame["round"]]
+    return frame
+
+
+def plot_trace(trace: dict, earlier: int = 2):
+    """The figure: for the client whose update diverged, each quantity of :data:`PANELS` against its
+    local step, in the blow-up round (red) and in its ``earlier`` last updates before (grey), with
+    the largest value any client reached in the rounds before (dashed): where the blow-up leaves what
+    training had ever reached. Returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    finding = trace["finding"]
+    frame = steps_frame(trace)
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(3.0 * len(PANELS), 3.0), sharex=True)
+    shown_earlier = [str(r) for r in finding.get("client_earlier_rounds", [])[-earlier:]]
+    for ax, (column, label) in zip(axes, PANELS):
+        for r in shown_earlier:
+            part = frame[(frame["round"] == int(r)) & ~frame.blowup]
+            ax.plot(part.step, part[column], color="0.6", lw=1, label=f"round {r}")
+        part = frame[frame.blowup]
+        values = part[column].astype(float).replace([np.inf, -np.inf], np.nan)
+        ax.plot(part.step, values, color="tab:red", lw=1.5, label=f"round {finding['round']}")
+        ceiling = trace["baseline"][column]["max"]
+        ax.axhline(ceiling, color="k", ls="--", lw=0.8, label="largest before (any client)")
+        ax.axvline(finding["step"], color="tab:red", ls=":", lw=0.8)
+        for boundary in range(finding["steps_per_epoch"], int(part.step.max()) + 1, finding["steps_per_epoch"]):
+            ax.axvline(boundary - 0.5, color="0.85", lw=0.6, zorder=0)
+        ax.set_yscale("log")
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("local step")
+    axes[0].legend(fontsize=7, loc="best")
+    name = METHOD_NAMES.get(trace["algorithm"], trace["algorithm"])
+    fig.suptitle(f"{name}, {trace['partition']}, seed {trace['seed']}: client {finding['client']}'s local steps "
+                 f"(non-finite from step {finding['step']} of round {finding['round']})", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _value(rows: list[dict], step: int, column: str) -> float | None:
+    match = [row[column] for row in rows if row["step"] == step]
+    return match[0] if match else None
+
+
+def determinism_text(trace: dict) -> str:
+    """Whether the rerun reproduced the stored run, in words."""
+    from ...cpuinfo import machine_text
+
+    d, rerun = trace["determinism"], trace["rerun"]
+    settings = ", ".join(f"{k}={v}" for k, v in rerun.get("environment_variables", {}).items() if k != "OMP_NUM_THREADS")
+    where = f"{machine_text(rerun['device_name'])}, one thread{f', {settings}' if settings else ''}"
+    stored = machine_text(d["stored_device"]) if d.get("stored_device") else "another machine"
+    if d["rounds_compared"] and d["rounds_identical"] == d["rounds_compared"]:
+        agreement = (f"every client's accuracy in all {d['rounds_compared']} rounds the stored run recorded is the "
+                     f"stored one exactly (it ran on {stored})")
+    else:
+        agreement = (f"{d['rounds_identical']} of the {d['rounds_compared']} recorded rounds agree exactly with the "
+                     f"stored run (on {stored}); the first to differ is round {d['first_round_differing']}")
+    diverged = trace["finding"].get("diverged")
+    outcome = (f"it diverged in round {trace['finding']['round']}" if diverged
+               else f"it had not diverged after {trace['finding'].get('rounds_traced')} rounds")
+    return f"Rerun on {where}: {agreement}, and {outcome} (the stored run: round {trace['stored_round']})."
+
+
+def trace_text(trace: dict) -> str:
+    """What the trace shows, with its numbers: where the first non-finite value appeared (round,
+    client, its classes, local step), which quantity left the range of every earlier step first, and
+    the values at the steps before."""
+    finding = trace["finding"]
+    if not finding.get("diverged"):
+        return determinism_text(trace)
+    baseline, window = trace["baseline"], trace["window"]
+    order = list(finding["first_past_baseline"].items())
+    classes = ", ".join(f"{c} ({n} images)" for c, n in finding["client_classes"].items())
+    spe = finding["steps_per_epoch"]
+    step = finding["step"]
+    first = "; ".join(
+        f"{NAMES.get(name, name)} at step {at}" + (
+            f" ({_value(window, at, name):.3g} where no earlier step of any client passed {baseline[name]['max']:.3g})"
+            if _value(window, at, name) is not None and pd.notna(_value(window, at, name)) else "")
+        for name, at in order[:4])
+    earlier = finding.get("client_earlier_rounds", [])
+    return (f"{determinism_text(trace)} The first non-finite value is in client {finding['client']}'s update "
+            f"(its classes: {classes}), local step {step} (epoch {step // spe + 1}, batch {step % spe + 1} of {spe}). "
+            f"Leaving the range that every earlier step of every client kept: {first}. The client had trained in "
+            f"round{'s' if len(earlier) != 1 else ''} {', '.join(map(str, earlier)) or 'none before'}; its first step "
+            f"this round had loss {finding['first_step_loss']:.3g} (the largest first-step loss of any update before: "
+            f"{max((r['max_first_loss'] for r in trace['rounds'] if r['round'] < finding['round']), default=float('nan')):.3g}).")
