@@ -75,7 +75,9 @@ def host_bernoulli_mask(shape, p: float, dtype: torch.dtype, device: torch.devic
     (``empty(shape).bernoulli_(1 - p)``, then ``div_(1 - p)``): on a CPU, the same mask bit for bit."""
     mask = torch.empty(tuple(shape), dtype=dtype).bernoulli_(1 - p)
     mask.div_(1 - p)
-    return mask if torch.device(device).type == "cpu" else mask.to(device)
+    # non_blocking: a copy from pageable host memory is staged before it returns (safe to free), and
+    # the host does not wait for the device's queue (no sync per training step)
+    return mask if torch.device(device).type == "cpu" else mask.to(device, non_blocking=True)
 
 
 def mask_generator_of(environment: dict) -> str:
