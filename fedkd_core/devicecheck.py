@@ -8,6 +8,13 @@ stand-in device, and every operation on them goes through :class:`DeviceCheck`, 
 
 - refuses an operation that mixes device tensors with host tensors (CPU tensors other than 0-dim
   scalars; host *indices* of a device tensor are allowed, as CUDA allows them);
+- refuses a host tensor indexed, or assigned into, through device indices or a device mask
+  (``host[device_mask]``, ``host[device_mask] = ...``), device values (not 0-dim) assigned into a
+  host tensor, and host values (not 0-dim) assigned into a device tensor. Read on an H200 (torch
+  2.11): CUDA refuses the read ("indices should be either on cpu or on the same device as the
+  indexed tensor") and both value cases; it accepts the assignment through a device mask by moving
+  the mask to the host, a hidden sync whose acceptance no operator documents, so the check refuses
+  it too;
 - refuses ``.numpy()`` (and ``np.asarray``) of a device tensor;
 - refuses a generator that is not on the device of the tensors it draws;
 
@@ -257,12 +264,33 @@ class DeviceCheck(TorchDispatchMode):
             if is_device(source) and lands_on_host:
                 self._sync(func)
             return
+        if func in INDEXING:
+            self._check_indexing(func, args)
         checked = [args[0]] if func in INDEXING else flat
         if kwargs.get("device") is None and any(is_device(a) for a in checked) and any(is_host(a) for a in checked):
             raise DeviceFault(f"{func} mixes device and host tensors ({where()})")
         device_input = any(is_device(a) for a in flat)
         if device_input and (func in READS or func in DATA_DEPENDENT or self._masks(func, args)):
             self._sync(func)
+
+    @staticmethod
+    def _check_indexing(func, args) -> None:
+        """Indexing lets host and device meet one way round only: a device tensor may take host
+        indices (CUDA moves them), a host tensor may not take device ones, nor device values."""
+        target = args[0]
+        values = args[2] if func is not aten.index.Tensor and len(args) > 2 else None
+        if is_device(target):
+            if is_host(values):
+                raise DeviceFault(f"{func}: host values assigned into a device tensor ({where()}); "
+                                  "move them to the device first")
+            return
+        indices = args[1] if len(args) > 1 else []
+        if any(is_device(i) for i in indices):
+            raise DeviceFault(f"{func}: a host tensor indexed through device indices or a device mask ({where()}); "
+                              "bring the indices to the host (.cpu()) or the tensor to the device")
+        if is_device(values) and values.dim() > 0:
+            raise DeviceFault(f"{func}: device values assigned into a host tensor ({where()}); "
+                              "bring them to the host (.cpu()) or the tensor to the device")
 
     @staticmethod
     def _masks(func, args) -> bool:

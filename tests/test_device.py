@@ -20,8 +20,28 @@ def test_device_tensors_compute_real_values_and_report_the_stand_in_device():
         assert torch.equal(x.cpu(), torch.arange(6.0)) and x.cpu().device.type == "cpu"
 
 
+def _assign_through_a_device_mask(x):
+    full = torch.zeros(3)
+    full[x > 1] = torch.ones(1)  # Selective-FD's server step did this with a client's acceptance mask
+
+
+def _assign_device_values_into_a_host_tensor(x):
+    full = torch.zeros(3)
+    full[torch.tensor([0, 2])] = x[:2]
+
+
+def _assign_host_values_into_a_device_tensor(x):
+    x[torch.tensor([0, 2])] = torch.ones(2)
+
+
 @pytest.mark.parametrize("broken, fault", [
     (lambda x: x + torch.ones(3), "mixes device and host"),
+    (lambda x: torch.zeros(3)[x > 1], "host tensor indexed through device indices or a device mask"),
+    (lambda x: torch.zeros(3)[x.long()], "host tensor indexed through device indices"),
+    (_assign_through_a_device_mask, "host tensor indexed through device indices or a device mask"),
+    (lambda x: torch.zeros(3).index_put_((x.long(),), torch.ones(3)), "host tensor indexed through device"),
+    (_assign_device_values_into_a_host_tensor, "device values assigned into a host tensor"),
+    (_assign_host_values_into_a_device_tensor, "host values assigned into a device tensor"),
     (lambda x: torch.stack([x, torch.zeros(3)]), "mixes device and host"),
     (lambda x: torch.zeros(3).index_select(0, x.long()), "mixes device and host"),
     (lambda x: x.numpy(), r"\.numpy\(\) of a device tensor"),
@@ -41,6 +61,7 @@ def test_what_cuda_accepts_passes():
         x = torch.arange(3.0).to(STAND_IN)
         x + torch.tensor(2.0)  # a 0-dim host scalar
         x[torch.tensor([0, 2])]  # host indices of a device tensor
+        x[torch.tensor([0, 2])] = torch.tensor(1.0)  # assigned a 0-dim host scalar through them
         x.copy_(torch.ones(3))  # a copy between host and device
         torch.randperm(3, generator=torch.Generator(device=STAND_IN), device=STAND_IN)
         torch.randperm(3, generator=torch.Generator())

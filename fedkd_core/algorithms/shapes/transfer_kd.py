@@ -130,13 +130,17 @@ class TransferDistillation(Algorithm):
         return {"soft_labels": soft_labels[mask], "accepted": mask}
 
     def server_update(self, uploads: dict[int, Message]) -> None:
+        # The fusion runs on the host (its arithmetic is that of the committed records). An upload
+        # arrives on the run's device (experiment.on_device), so a client's acceptance mask comes to
+        # the host before it indexes the host tensor: CUDA refuses device indices into a host tensor.
         num_transfer, num_classes = len(self.ctx.data.transfer), self.ctx.data.num_classes
         soft_labels, masks = {}, {}
         for client, message in uploads.items():
-            mask = message.get("accepted", torch.ones(num_transfer, dtype=torch.bool))
+            accepted = message.get("accepted")
+            mask = torch.ones(num_transfer, dtype=torch.bool) if accepted is None else accepted.cpu()
             full = torch.zeros(num_transfer, num_classes)
             full[mask] = message["soft_labels"].float().cpu()
-            soft_labels[client], masks[client] = full, mask.cpu()
+            soft_labels[client], masks[client] = full, mask
         self.fusions = self.fuse(soft_labels, masks)
 
     def reply(self, client: int) -> Message | None:
