@@ -20,7 +20,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 WORKERS ?= $(JOBS)
 LOGS := book/_build/logs
 
-.PHONY: book test setup data chapter sweep notebooks benchmark clean
+.PHONY: book test setup data chapter sweep notebooks benchmark clean ledger-cache
 
 setup: $(VENV)/.installed
 
@@ -60,6 +60,16 @@ book: data
 	$(BIN)/python -m fedkd_core.costs book/_generated/costs.md
 	$(BIN)/jupyter-book build book/
 	@echo "book: open book/_build/html/index.html"
+
+# The ledger (every chapter's verdicts) is computed once per build into FEDKD_LEDGER_CACHE
+# (fedkd_core.chapters.ledger_cache), while the chapters without verdicts run beside it; the pages
+# that show verdicts then read it instead of each computing it again.
+LEDGER_CHAPTERS := $(filter knfu fedckd fedua fedgmkd claims,$(CHAPTERS))
+book: export FEDKD_LEDGER_CACHE ?= $(CURDIR)/book/_build/ledger_cache
+$(addprefix chapter-,$(LEDGER_CHAPTERS)): ledger-cache
+
+ledger-cache: data
+	@if [ -n "$$FEDKD_LEDGER_CACHE" ]; then $(BIN)/python -m fedkd_core.chapters.ledger_cache; fi
 
 chapter-%: data
 	@mkdir -p book/chapters $(LOGS)

@@ -196,10 +196,17 @@ def untestable(chapter: str, claim: str, reason: str, section: str) -> pd.DataFr
 def ledger() -> pd.DataFrame:
     """Every chapter's ``ledger_rows()``, in the book's chapter order, with the robustness of each
     claim where its chapter has variants (:func:`robustness_column`)."""
+    from .ledger_cache import cached
+
+    return cached("ledger", _whole_ledger)
+
+
+def _whole_ledger() -> pd.DataFrame:
     from . import CHAPTERS, chapter_module
+    from .ledger_cache import chapter_rows
 
     modules = [chapter_module(name) for name in CHAPTERS]
-    frames = [robustness_column(module, module.ledger_rows()) for module in modules if hasattr(module, "ledger_rows")]
+    frames = [robustness_column(module, chapter_rows(module)) for module in modules if hasattr(module, "ledger_rows")]
     return (with_holm(pd.concat(frames, ignore_index=True)) if frames
             else pd.DataFrame(columns=COLUMNS + ["robustness", HOLM_COLUMN]))
 # --- the Claims page as a chapter of the book (it runs nothing) -----------------------------------

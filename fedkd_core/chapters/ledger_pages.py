@@ -181,7 +181,9 @@ def verdict_box(module) -> pd.DataFrame:
     return them."""
     from IPython.display import HTML, Markdown, display
 
-    rows = with_holm(module.ledger_rows())
+    from .ledger_cache import chapter_rows
+
+    rows = with_holm(chapter_rows(module))
     display(HTML(box_html(rows)))
     family = holm_count(rows)
     display(Markdown(f"Verdicts read {final_reading(module)}, as the paper's tables do. Effects are in accuracy "
