@@ -6,6 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from fedkd_core import verdicts as V
 from fedkd_core.chapters import fedckd, ledger, ledger_evidence, ledger_pages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,11 +190,17 @@ def test_every_chapters_ledger_finds_the_committed_records():
         tested = rows[rows.verdict != ledger.UNTESTABLE]
         assert len(tested) and ledger.NO_RECORDS not in set(tested.verdict), (name, tested[["claim", "verdict"]])
         assert all(text.startswith("profile ") for text in tested.evidence), name
-        # each verdict's p-value agrees with its word: decided below 5%, inconclusive not (or no interval)
-        decided = rows.verdict.isin(ledger.DECIDED)
-        assert (rows.p[decided] < 0.05).all() and not (rows.p[rows.verdict == "inconclusive"] < 0.05).any(), name
-        family = ledger.with_holm(rows)[ledger.HOLM_COLUMN]
+        # each verdict's p-value agrees with its word before the chapter's correction: decided below 5%,
+        # inconclusive not (or no interval); the correction's text stands beside exactly those decided
+        # before it, and a word it does not keep reads "inconclusive after correction"
+        judged = ledger.with_holm(rows)
+        before = judged[ledger.UNCORRECTED]
+        decided = before.map(V.is_decided)
+        assert (judged.p[decided] < 0.05).all() and not (judged.p[before == "inconclusive"] < 0.05).any(), name
+        family = judged[ledger.HOLM_COLUMN]
         assert (family[decided] != "").all() and (family[~decided] == "").all(), name
+        dropped = family.map(ledger.not_kept_by_holm)
+        assert (judged.verdict[dropped] == V.AFTER_CORRECTION).all(), name
     assert len(__import__("fedkd_core.chapters.knfu", fromlist=["x"]).paper_profile_records(root)) >= 216
 
 

@@ -101,8 +101,8 @@ def test_summarised_effects_judge_each_claim_with_intervals_not_signs():
     assert table.loc["A > B", "verdict"] == "inconclusive"
     assert table.loc["A > B", "effect"] == pytest.approx(-0.25)
     assert table.loc["A > B", "seed spread"] == pytest.approx(50 * abs(-0.005 - 0.0))  # per-seed means -0.005, 0.0
-    # two seeds that agree closely decide: +1.05 points, interval above zero
-    assert tuple(table.loc["C > D", ["verdict", "holds in", "of cells", "seeds"]]) == ("holds", 1, 1, 2)
+    # two seeds that agree closely decide: +1.05 points, interval above zero, on its one cell only
+    assert tuple(table.loc["C > D", ["verdict", "holds in", "of cells", "seeds"]]) == ("holds on this cell", 1, 1, 2)
     assert table.loc["C > D", "low"] > 0
     # seeds whose effects cancel leave floating-point noise (0.1 + 0.2 - 0.3 > 0): inconclusive, not a win
     tie = pd.DataFrame({"alpha": [0.1] * 3, "seed": [0, 1, 2], "A > B": [0.1, 0.2, -0.3]})
@@ -114,7 +114,7 @@ def test_a_variant_of_several_machines_widens_its_intervals_by_their_drift():
     effects = pd.DataFrame({"alpha": [0.1, 0.1, 0.1], "seed": [0, 1, 2], "A > B": [0.010, 0.011, 0.012]})
     narrow = rb.summarise_effects(effects, ["alpha"]).iloc[0]
     wide = rb.summarise_effects(effects, ["alpha"], widen=1.0).iloc[0]
-    assert (narrow.verdict, wide.verdict) == ("holds", "inconclusive")  # +1.1 [+0.85, +1.35] vs [-0.15, +2.35]
+    assert (narrow.verdict, wide.verdict) == ("holds on this cell", "inconclusive")  # +1.1 [+0.85, +1.35] vs [-0.15, +2.35]
     assert wide.low == pytest.approx(narrow.low - 1.0) and wide.high == pytest.approx(narrow.high + 1.0)
 
 
@@ -497,10 +497,10 @@ def test_a_grid_at_the_papers_round_budget_counts_its_still_rising_cells_and_say
     gated = rb.summarise_effects(effects, ["alpha"], gates=gates).iloc[0]
     assert gated.verdict == V.UNTESTED and gated["of cells"] == 0 and gated.reason == "A in 1 cell still rising"
     counted = rb.summarise_effects(effects, ["alpha"], gates=gates, enforce_gate=False).iloc[0]
-    assert counted.verdict == "holds" and counted["of cells"] == 1
+    assert counted.verdict == "holds on this cell" and counted["of cells"] == 1
     assert counted.reason == rb.COUNTED_PREFIX + "A in 1 cell still rising"
     row = pd.DataFrame([{**counted.to_dict(), "variant": "base", "runs": 6, "diverged": 0, "complete": True, "machines": 1}])
-    assert rb.reader_table(row).verdict.tolist() == ["holds; counted: A in 1 cell still rising"]
+    assert rb.reader_table(row).verdict.tolist() == ["holds on this cell; counted: A in 1 cell still rising"]
 
 
 def test_fedgmkds_robustness_moves_to_50_rounds_only_after_its_verdicts_and_once_its_grid_is_finished(monkeypatch):
