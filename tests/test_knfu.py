@@ -396,7 +396,7 @@ def test_knfu_verdicts_leave_out_cells_still_rising_the_paper_gives_no_round_bud
     monkeypatch.setattr(chapter.claims, "tuned_records", lambda root=None: records)
     monkeypatch.setattr(chapter.claims, "paper_profile_records", lambda root=None: [])
     row = chapter.ledger_rows().set_index("claim").loc["KnFu > FedMD" + chapter.TUNED_SUFFIX]
-    assert row.verdict == "holds" and row.cells == "1 hold, 0 reversed, 0 inconclusive of 1"
+    assert row.verdict == "holds on this cell" and row.cells == "1 hold, 0 reversed, 0 inconclusive of 1"
     assert "1 of 2 cells left out by the convergence gate: fedmd in 1 cell still rising" in row.note
 
 
