@@ -64,7 +64,7 @@ def test_every_ladder_run_has_its_committed_record_and_the_finding_is_computed_f
     assert "+9.7" in set(table["paper's gain (20 epochs)"])  # FedDF - FedAvg on the step split, the paper's Table 2
     finding = ladder.ladder_finding(runs)
     feddf_20 = ladder.gains(runs).query("method == 'feddf' and server_epochs == 20").gain.mean()
-    assert f"{feddf_20:+.1f} at 20" in finding
+    assert f"{ladder.interval_text(feddf_20)} at 20" in finding
     assert len(ladder.readings_table(runs)) == len(ladder.READINGS)
 
 

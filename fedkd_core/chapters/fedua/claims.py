@@ -66,6 +66,7 @@ def read_at_scale(params=REDUCED_PROFILE, root=None) -> str:
     landing page prints it under FedUA's table ("" where the server distils as long as the paper's).
     FedDF's gain over FedAvg is read from the committed records (under ``root``)."""
     from ...report import count_text
+    from ...verdict_cells import Interval
     from .profiles import PAPER_PROFILE
 
     if params.server_epochs >= PAPER_PROFILE.server_epochs:
@@ -77,12 +78,26 @@ def read_at_scale(params=REDUCED_PROFILE, root=None) -> str:
     gain = distillation_gain(reduced_profile_records(root)) if params == REDUCED_PROFILE else pd.DataFrame()
     if len(gain):
         text += (f"At this budget FedDF's distillation moves FedAvg's accuracy by "
-                 f"{', '.join(f'{round(v, 1) + 0.0:+.1f}' for v in gain.ours)} points ({', '.join(gain.index)}), where the paper's "
+                 f"{', '.join(Interval(v, np.nan, np.nan).text() for v in gain.ours)} points ({', '.join(gain.index)}), "
+                 "where the paper's "
                  f"moves it by {', '.join(f'{v:+.1f}' for v in gain.paper)}. ")
-    return text + ("FedUA's teacher weights come from Eqs. 1, 2a and 2b, whose formulas our copy of the paper lost: "
-                   "ours are a reading of its prose, giving weights that the chapter's diagnostics find near one-hot. "
-                   f"So a verdict here says whether server distillation, and our reading of FedUA's weighting, help "
-                   f"at {epochs} per round, not whether the paper's do at its own budget.")
+    text += ("FedUA's teacher weights come from Eqs. 1, 2a and 2b, whose formulas our copy of the paper lost: "
+             "ours are a reading of its prose, giving weights that the chapter's diagnostics find near one-hot. "
+             f"So a verdict here says whether server distillation, and our reading of FedUA's weighting, help "
+             f"at {epochs} per round. ")
+    return text + ladder_text(root)
+
+
+def ladder_text(root=None) -> str:
+    """The server-budget ladder's finding (:mod:`.ladder`) as the caveat's last sentences, or what
+    is missing: whether the paper's own budget of server epochs changes what the verdicts say."""
+    from . import ladder
+
+    runs = ladder.ladder_runs(root)
+    if runs.accuracy.isna().all():
+        return "Whether the paper's 20 server epochs change that is untested in this results folder."
+    return (f"Whether the paper's budget changes that was tested on one cell (step, C = 1, 3 seeds): "
+            f"{ladder.ladder_finding(runs)}")
 
 
 def observations(records) -> pd.DataFrame:

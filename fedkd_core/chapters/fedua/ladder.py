@@ -139,7 +139,7 @@ def ladder_table(runs: pd.DataFrame) -> pd.DataFrame:
         mean, low, high = paired_interval(group.gain)
         rows.append({"method": METHOD_NAMES[method], "server epochs": epochs,
                      "accuracy per seed (%)": ", ".join(f"{a:.1f}" for a in group.accuracy),
-                     "gain over FedAvg per seed": ", ".join(f"{g:+.1f}" for g in group.gain),
+                     "gain over FedAvg per seed": ", ".join(interval_text(g) for g in group.gain),
                      "mean gain [95% CI]": interval_text(mean, low, high),
                      "paper's gain (20 epochs)": f"{paper[method] - paper['fedavg']:+.1f}"})
     return pd.DataFrame(rows)
@@ -164,13 +164,15 @@ def readings_table(runs: pd.DataFrame, epochs: int = RUNGS[-1]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def interval_text(mean: float, low: float, high: float) -> str:
-    """"+1.2 [+0.4, +2.0]"; the mean alone where there is no interval; "not run" for no runs."""
+def interval_text(mean: float, low: float = np.nan, high: float = np.nan) -> str:
+    """"+1.2 [+0.4, +2.0]" at the book's one precision rule (one decimal, two under a point:
+    :meth:`fedkd_core.verdict_cells.Interval.text`); the mean alone without an interval; "not run"
+    for no runs."""
+    from ...verdict_cells import Interval
+
     if not np.isfinite(mean):
         return "not run"
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return f"{mean:+.1f}"
-    return f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]"
+    return Interval(float(mean), float(low), float(high)).text()
 
 
 def ladder_finding(runs: pd.DataFrame) -> str:
@@ -186,7 +188,7 @@ def ladder_finding(runs: pd.DataFrame) -> str:
         means = rows.groupby("server_epochs").gain.mean()
         if means.empty:
             continue
-        steps = ", ".join(f"{g:+.1f} at {e}" for e, g in means.items())
+        steps = ", ".join(f"{interval_text(g)} at {e}" for e, g in means.items())
         text.append(f"{METHOD_NAMES[method]}'s mean gain over FedAvg is {steps} server epoch"
                     f"{'s' * (len(means) > 1 or means.index[0] != 1)} "
                     f"(the paper: {paper[method] - paper['fedavg']:+.1f} at 20)")
@@ -201,7 +203,7 @@ def ladder_finding(runs: pd.DataFrame) -> str:
 def _lower_bound(text: str) -> float:
     if "[" not in text:
         return np.nan
-    return float(text.split("[")[1].split(",")[0])
+    return float(text.split("[")[1].split(",")[0].replace("−", "-"))
 
 
 def plot_ladder(runs: pd.DataFrame):
