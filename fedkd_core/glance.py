@@ -33,7 +33,7 @@ def glance_table(ledger: pd.DataFrame | None = None) -> pd.DataFrame:
              "our verdict": f"**{row.verdict}**" + small_flag(row.verdict, row.get("note", ""))
                             + holm_flag(row.get(HOLM_COLUMN, ""))
                             + (f" ({row['versus paper']})" if row.get("versus paper") else "")
-                            + gated_flag(row.get("note", "")) + best_round_flag(row.get("best round", "")),
+                            + gated_flag(row.get("note", "")),
              "effect (points) [95% interval]": row.effect + one_cell_flag(row.get("cells", "")),
              "the paper's tables": _escape(row.paper), "scale": label}
             for (_, row), label in zip(table.iterrows(), labels)]
@@ -56,16 +56,6 @@ def gated_flag(note: str) -> str:
 
     word = gated_verdict(note)
     return f" ⚑ {GATED_PREFIX}{word}" if word else ""
-
-
-def best_round_flag(best_round: str) -> str:
-    """" ⚑ on each run's best round: does not hold, -0.8 [-1.0, -0.6]" where the verdict on the best
-    round differs from the final round's (:func:`fedkd_core.chapters.ledger.differing_best_verdict`),
-    else ""."""
-    from .chapters.ledger import differing_best_verdict
-
-    word = differing_best_verdict(best_round)
-    return f" ⚑ on each run's best round: {word}" if word else ""
 
 
 def one_cell_flag(cells: str) -> str:
@@ -167,13 +157,100 @@ def by_paper(table: pd.DataFrame, ledger: pd.DataFrame, warnings: dict[str, str]
     return "\n".join(blocks)
 
 
+# --- the landing page's first screen (issue 61) ----------------------------------------------------
+
+# Each paper's headline claims (the ledger's claim names, or their start): the landing page's first
+# table shows these, with our word and effect; every claim follows, paper by paper.
+HEADLINES = {"KnFu": ("KnFu > FedMD (MNIST", "KnFu > FedMD (CIFAR-10"),
+             "FedCKD": ("FedCKD best of the methods run", "FedCKD > pFedSD"),
+             "FedUA": ("FedUA > FedDF > FedAvg",),
+             "FedGMKD": ("FedGMKD has the best global accuracy", "FedGMKD beats FedAvg")}
+WORDS_LINK = "chapters/claims.html#what-the-words-mean"
+
+
+def headline_rows(ledger: pd.DataFrame) -> pd.DataFrame:
+    """The ledger's rows of :data:`HEADLINES`, in the book's order (a paper none of whose headline
+    names is in the ledger shows its first claim)."""
+    picked = []
+    for chapter, rows in ledger.groupby("chapter", sort=False):
+        names = HEADLINES.get(chapter, ())
+        chosen = [i for start in names for i in rows.index[rows.claim.astype(str).str.startswith(start)][:1]]
+        picked += list(dict.fromkeys(chosen)) or list(rows.index[:1])
+    return ledger.loc[picked]
+
+
+def caveats(short: bool = True) -> dict[str, str]:
+    """Per paper, the caveat that changes how its verdicts read, shown wherever they are: FedUA's
+    server budget, with what the server-budget ladder found at the paper's 20 epochs
+    (:func:`fedkd_core.chapters.fedua.ladder.ladder_finding`). ``short``: one line, for a verdict row."""
+    found = {}
+    try:
+        from .chapters.fedua import REDUCED_PROFILE, ladder
+        from .chapters.fedua.profiles import PAPER_PROFILE
+    except ImportError:  # pragma: no cover - a package without the chapter
+        return found
+    if REDUCED_PROFILE.server_epochs >= PAPER_PROFILE.server_epochs:
+        return found
+    runs = ladder.ladder_runs()
+    ran = runs.accuracy.notna().any() if len(runs) else False
+    budget = (f"the server distils {REDUCED_PROFILE.server_epochs} epoch per round here, "
+              f"{PAPER_PROFILE.server_epochs} in the paper")
+    if short:
+        found["FedUA"] = budget + ("; at 20 the paper's gain still does not appear" if ran else "")
+    else:
+        found["FedUA"] = (budget[0].upper() + budget[1:] + "." + (
+            " The server-budget ladder (the step cell, 3 seeds) reran FedDF and FedUA at 5 and 20: "
+            + ladder.ladder_finding(runs) + " So the budget does not explain the gap." if ran else ""))
+    return found
+
+
+def knfu_headline() -> str:
+    """KnFu's tuning finding in a sentence (:func:`fedkd_core.chapters.knfu.tuning_finding_text`),
+    "" without its records."""
+    from .chapters import knfu
+
+    return knfu.tuning_finding_text(knfu.tuning_finding())
+
+
+def first_screen(ledger: pd.DataFrame, headline: str = "", notes: dict[str, str] | None = None) -> str:
+    """The landing page's opening: KnFu's headline finding, then each paper's headline claims with
+    our word and effect and the paper's (one row each, the fine print folded)."""
+    from .chapters.ledger import verdict_rows_html, with_holm
+
+    rows = headline_rows(pd.concat([with_holm(r) for _, r in ledger.groupby("chapter", sort=False)]))
+    table = verdict_rows_html(rows, lambda row: f"chapters/{row.section}", verdict_header="our verdict",
+                              caveats=notes, paper_names=True, words_link=WORDS_LINK)
+    lead = f'<p class="fedkd-headline"><b>KnFu\'s lead is mostly tuning.</b> {escape(headline)}</p>' if headline else ""
+    return (lead + "\n\n" + table + "\n\n")
+
+
+def every_claim(ledger: pd.DataFrame, notes: dict[str, str] | None = None) -> str:
+    """Every claim, one table per paper under a line that counts its words, the paper's caveat under it."""
+    from .chapters.ledger import HOLM_COLUMN, holm_count, verdict_rows_html, with_holm
+
+    blocks = []
+    for paper, rows in ledger.groupby("chapter", sort=False):
+        rows = with_holm(rows)
+        family = holm_count(rows) if HOLM_COLUMN in rows else ""
+        table = verdict_rows_html(rows, lambda row: f"chapters/{row.section}", verdict_header="our verdict",
+                                  words_link=WORDS_LINK)
+        note = (notes or {}).get(paper, "")
+        blocks.append(f"**{paper}**: {count_line(rows.verdict)}" + (f"; {family}" if family else "") + ".\n\n"
+                      + table + "\n\n" + (f'<p class="fedkd-legend fedkd-caveat"><b>Read at its scale.</b> '
+                                           f"{escape(note)}</p>\n\n" if note else ""))
+    return "".join(blocks)
+
+
 def main(argv: list[str] | None = None) -> None:
+    """Writes the landing page's results: ``glance.md`` (its first screen) and, beside it,
+    ``glance_all.md`` (every claim, paper by paper)."""
     target = Path((argv or sys.argv[1:])[0])
     target.parent.mkdir(parents=True, exist_ok=True)
     from .chapters.ledger import ledger as read_ledger
 
     table = read_ledger()
-    target.write_text(by_paper(glance_table(table), table, scale_warnings()) + "\n" + scales_text(table) + "\n")
+    target.write_text(first_screen(table, knfu_headline(), caveats(short=True)))
+    target.with_name(target.stem + "_all.md").write_text(every_claim(table, caveats(short=False)) + scales_text(table) + "\n")
     print(f"{target} written")
 
 

@@ -112,7 +112,8 @@ def html(frame: pd.DataFrame, digits: int | dict = 1, legend: str = "", settings
                                     for column, value in zip(frame.columns, row)) + "</tr>"
                    for row in frame.itertuples(index=False))
     note = f'<p class="fedkd-legend">{legend}</p>' if legend else ""
-    return f'<table class="{TABLE_CLASS}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}'
+    return (f'<div class="fedkd-scroll"><table class="{TABLE_CLASS}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{body}</tbody></table></div>{note}')
 
 
 def breakable(text: str) -> str:

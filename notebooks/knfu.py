@@ -14,16 +14,8 @@
 # %% [markdown]
 # # KnFu: Effective Knowledge Fusion
 #
-# Federated *knowledge distillation* shares predictions instead of weights: every client labels
-# a shared transfer set with its model's soft labels, a fusion centre combines them, and every
-# client distils the combination back into its own model. FedMD averages all clients' soft
-# labels. Under label skew that average mixes in clients that know nothing about a client's
-# classes. **KnFu** (Seyedmohammadi, Atapour, Abouei, Mohammadi) gives each client a *personal*
-# mix instead, weighted towards the clients whose predicted class distribution resembles its own.
-# Clients' data follow a Dirichlet *partition* Dir(α) (each client's class shares drawn from a
-# Dirichlet distribution; the smaller α, the more skewed) with $\vert D_n\vert$ images each. Accuracy
-# is **ALMA**, the *average local model accuracy*: each client's personal model on a test set drawn
-# with its own class proportions, averaged over the clients.
+# KnFu (Seyedmohammadi et al.) claims that fusing clients' soft labels with *personal* weights
+# beats FedMD's plain average under label skew. Our verdict on each claim, from the committed runs:
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -72,14 +64,12 @@ plots.use_book_style()
 
 # %% [markdown]
 # ## Verdict
-#
-# The paper's claims, judged on committed records whatever profile this page was executed with:
-# the same rows as on the [Claims page](claims.ipynb). What they rest on follows the box.
 
 # %% tags=["remove-input"]
 from fedkd_core.chapters import ledger  # noqa: E402
 
-verdict_rows = ledger.verdict_box(knfu)
+finding = knfu.tuning_finding_text(knfu.tuning_finding(), short=True)
+verdict_rows = ledger.verdict_box(knfu, headline=f"<b>The lead is mostly tuning.</b> {finding}" if finding else "")
 
 # %% [markdown]
 # **What the verdicts rest on.** The committed paper-profile records (20 clients, the seeds the
@@ -98,6 +88,17 @@ verdict_rows = ledger.verdict_box(knfu)
 
 # %% [markdown]
 # ## The paper and this reproduction
+#
+# Federated *knowledge distillation* shares predictions instead of weights: every client labels
+# a shared transfer set with its model's soft labels, a fusion centre combines them, and every
+# client distils the combination back into its own model. FedMD averages all clients' soft
+# labels. Under label skew that average mixes in clients that know nothing about a client's
+# classes. **KnFu** (Seyedmohammadi, Atapour, Abouei, Mohammadi) gives each client a *personal*
+# mix instead, weighted towards the clients whose predicted class distribution resembles its own.
+# Clients' data follow a Dirichlet *partition* Dir(α) (each client's class shares drawn from a
+# Dirichlet distribution; the smaller α, the more skewed) with $\vert D_n\vert$ images each. Accuracy
+# is **ALMA**, the *average local model accuracy*: each client's personal model on a test set drawn
+# with its own class proportions, averaged over the clients.
 
 # %% tags=["remove-input"]
 from fedkd_core.chapters import card  # noqa: E402

@@ -50,12 +50,15 @@ def test_a_verdict_the_gate_would_read_otherwise_is_flagged_on_the_landing_page(
     assert glance.glance_table(row.assign(note="2 seeds"))["our verdict"].iloc[0] == "**holds**"
 
 
-def test_the_landing_page_says_where_the_best_round_reads_otherwise_and_when_one_cell_decides():
+def test_the_landing_page_gives_the_best_round_no_word_and_says_when_one_cell_decides():
+    """The best round is a diagnostic without a word (issue 59): even an old row whose best round
+    read otherwise gets no flag beside the verdict."""
+    assert not hasattr(glance, "best_round_flag")
     row = ledger.untestable("X", "A > B", "", "x.html#v").assign(
         verdict="inconclusive", effect="+0.10 [-0.30, +0.49]", cells="0 hold, 0 reversed, 1 inconclusive of 1",
-        **{"best round": "does not hold, -0.8 [-1.0, -0.6] ⚑ differs"})
+        **{"best round": "diagnostic, no verdict: -0.8 [-1.0, -0.6]"})
     page = glance.glance_table(row).iloc[0]
-    assert page["our verdict"] == "**inconclusive** ⚑ on each run's best round: does not hold, -0.8 [-1.0, -0.6]"
+    assert page["our verdict"] == "**inconclusive**"
     assert page["effect (points) [95% interval]"] == "+0.10 [-0.30, +0.49] (1 cell)"
     same = glance.glance_table(row.assign(cells="1 hold, 0 reversed, 0 inconclusive of 11",
                                           **{"best round": "inconclusive, +0.2 [-0.1, +0.5]"})).iloc[0]
@@ -82,10 +85,11 @@ def test_the_landing_page_marks_a_verdict_holms_correction_does_not_keep_and_cou
     rows = pd.concat([ledger.untestable("A", f"claim {i}", "", "x.html#v") for i in range(3)], ignore_index=True)
     rows = ledger.with_holm(rows.assign(verdict=["holds", "holds", "inconclusive"], p=[0.001, 0.04, 0.5]))
     page = glance.glance_table(rows)["our verdict"].tolist()
-    assert page == ["**holds**", "**holds** ‡", "**inconclusive**"]  # 0.04 > 0.05 / 2 after 0.001 passed 0.05 / 3
+    # 0.04 > 0.05 / 2 after 0.001 passed 0.05 / 3: the word a reader sees is "inconclusive after correction"
+    assert page == ["**holds**", "**inconclusive after correction** ‡", "**inconclusive**"]
     text = glance.by_paper(glance.glance_table(rows), rows)
-    assert ("**A**: 3 claims: 2 holds, 1 inconclusive; 1 of 2 decided verdicts survive Holm's correction over the "
-            "3 claims judged (‡ marks the others).") in text
+    assert ("**A**: 3 claims: 1 holds, 1 inconclusive, 1 inconclusive after correction; 1 of 2 decided verdicts "
+            "survive Holm's correction over the 3 claims judged (‡ marks the others).") in text
 
 
 def test_a_paper_whose_scale_leaves_out_what_its_claims_are_about_is_read_with_a_warning_under_its_table():
@@ -140,15 +144,72 @@ def replace_interval(verdict, interval):
     return replace(verdict, interval=interval)
 
 
-def test_a_best_round_verdict_under_a_point_says_small_where_the_landing_page_names_it():
+def test_the_best_round_is_a_diagnostic_the_landing_page_gives_no_word():
+    """Issue 59: the best round is shown as a diagnostic (its effect, no word), folded in a claim's
+    details, never beside the verdict."""
     from fedkd_core import verdicts as V
 
     final = V.Verdict("A > B", V.INCONCLUSIVE, V.Interval(0.06, -0.06, 0.18), cells=1, seeds="3")
     best = V.Verdict("A > B", V.HOLDS, V.Interval(0.047, 0.003, 0.092), cells=1, holding=1, seeds="3")
     text = ledger.best_round_text(final, best)
-    assert text.startswith("holds (small), +0.047 [+0.003, +0.092]") and text.endswith(ledger.BEST_ROUND_DIFFERS)
+    assert text.startswith("diagnostic, no verdict: +0.047 [+0.003, +0.092]")
     row = ledger.untestable("X", "A > B", "", "x.html#v").assign(verdict="inconclusive", **{"best round": text})
-    assert glance.glance_table(row)["our verdict"].iloc[0] == (
-        "**inconclusive** ⚑ on each run's best round: holds (small), +0.047 [+0.003, +0.092]")
-    large = replace_interval(best, V.Interval(2.0, 1.0, 3.0))
-    assert ledger.best_round_text(final, large).startswith("holds, +2.0")
+    assert glance.glance_table(row)["our verdict"].iloc[0] == "**inconclusive**"
+    html = ledger.verdict_rows_html(row, lambda r: "x.html")
+    assert "best round (a diagnostic, no word): +0.05 [+0.00, +0.09]" in html.split("<details", 1)[1]
+
+
+def test_effects_print_at_one_precision():
+    assert ledger.one_precision("+0.3383 [+0.0001, +0.6765]") == "+0.34 [+0.00, +0.68]"
+    assert ledger.one_precision("+4.81 [+3.94, +5.7]") == "+4.8 [+3.9, +5.7]"
+    assert ledger.one_precision("-0.96 [-1.5, -0.4]") == "-0.96 [-1.50, -0.40]"
+    assert ledger.one_precision("—") == "—"
+
+
+def test_claims_read_as_plain_sentences():
+    assert ledger.plain_claim("KnFu > FedMD (MNIST, schedules tuned)") == "KnFu beats FedMD (MNIST, schedules tuned)"
+    assert ledger.plain_claim("FedUA > FedDF > FedAvg") == "FedUA beats FedDF, which beats FedAvg"
+    assert ledger.plain_claim("Local ≥ every sharing method") == "Local does at least as well as every sharing method"
+    assert ledger.plain_claim("annealing helps (γ < 1 > γ = 1)") == "annealing helps (γ < 1 > γ = 1)"
+
+
+def _judged_row(**values):
+    row = ledger.untestable("KnFu", "KnFu > FedMD (MNIST, schedules tuned)", "", "knfu.html#v").assign(
+        verdict="holds", effect="+0.3383 [+0.1001, +0.6765]", paper="holds, +3.1 [+2.0, +4.2]",
+        cells="1 hold, 0 reversed, 9 inconclusive of 10", scale="paper: MNIST", evidence="profile paper: 144 runs",
+        note="2 of 12 cells left out", p=0.01, **{"best round": "diagnostic, no verdict: +0.28 [-0.04, +0.60]"})
+    return row.assign(**values)
+
+
+def test_a_verdict_row_is_a_sentence_a_word_and_an_effect_with_the_fine_print_folded():
+    import re
+
+    html = ledger.verdict_rows_html(ledger.with_holm(_judged_row()), lambda row: "knfu.html#x")
+    folded = re.search(r"<details.*?</details>", html).group(0)
+    shown = html.replace(folded, "")
+    assert "KnFu beats FedMD (MNIST, schedules tuned)" in shown and '<b class="fedkd-verdict">holds</b>' in shown
+    assert "+0.34 [+0.10, +0.68]" in shown and "+3.1 [+2.0, +4.2]" in shown
+    for fine in ("1 hold, 0 reversed", "best round (a diagnostic, no word): +0.28", "records: profile paper",
+                 "2 of 12 cells left out", "what the words mean"):
+        assert fine in folded and fine not in shown
+    assert html.count("<details") == 1
+
+
+def test_a_caveat_and_diverged_runs_stay_visible_beside_the_verdict():
+    row = ledger.with_holm(_judged_row(chapter="FedUA", **{"failures left out": "holds, +0.5 [+0.1, +0.9]"}))
+    html = ledger.verdict_rows_html(row, lambda r: "x.html", caveats={"FedUA": "the server distils 1 epoch"})
+    shown = html.partition("<details")[0]
+    assert "the server distils 1 epoch" in shown
+    diverged = ledger.verdict_rows_html(row, lambda r: "x.html").partition("<details")[0]
+    assert "diverged runs counted as failures; left out: holds, +0.50 [+0.10, +0.90]" in diverged
+
+
+def test_the_first_screen_shows_each_papers_headline_claims():
+    rows = pd.concat([_judged_row(), _judged_row(claim="KnFu > Selective-FD (MNIST, schedules tuned)"),
+                      _judged_row(chapter="FedUA", claim="FedUA > FedDF > FedAvg"),
+                      _judged_row(chapter="FedUA", claim="BALD > Random at equal SR")], ignore_index=True)
+    picked = glance.headline_rows(rows)
+    assert list(picked.claim) == ["KnFu > FedMD (MNIST, schedules tuned)", "FedUA > FedDF > FedAvg"]
+    page = glance.first_screen(rows, "The lead falls.", {"FedUA": "the server distils 1 epoch"})
+    assert page.index("The lead falls.") < page.index("<table") and "FedUA beats FedDF, which beats FedAvg" in page
+    assert "BALD" not in page

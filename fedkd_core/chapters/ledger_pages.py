@@ -4,6 +4,7 @@ every name here."""
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 import pandas as pd
@@ -175,27 +176,43 @@ def final_reading(module) -> str:
             else "each run's final evaluation")
 
 
-def verdict_box(module) -> pd.DataFrame:
+def verdict_box(module, headline: str = "", caveat: str | None = None) -> pd.DataFrame:
     """Display a chapter's rows of the ledger (``module.ledger_rows()``: the committed records,
-    whatever profile the page runs) as the box that opens the chapter (:func:`box_html`), and
-    return them."""
-    from IPython.display import HTML, Markdown, display
+    whatever profile the page runs) as the box that opens the chapter, and return them: ``headline``
+    (HTML, the chapter's finding in a sentence) above it, one row per claim (:func:`box_rows_html`),
+    the chapter's caveat under it (``caveat``, else ``module.read_at_scale()``), and what the verdicts
+    rest on folded."""
+    from IPython.display import HTML, display
 
     from .ledger_cache import chapter_rows
 
     rows = with_holm(chapter_rows(module))
-    display(HTML(box_html(rows)))
-    family = holm_count(rows)
-    display(Markdown(f"Verdicts read {final_reading(module)}, as the paper's tables do. Effects are in accuracy "
-                     "points with 95% intervals that count the spread between cells (three cells or more; with "
-                     "fewer, the word says it covers only these cells); *cells* counts the settings where the claim "
-                     "holds or is reversed on its own, Holm-corrected across the claim's cells; a claim links to the "
-                     "table it rests on. "
-                     + (f"Each interval is 95% on its own; judged together, {family} (the chance that any of them "
-                        "calls an effect that is really zero non-zero at most 5%)"
-                        + (f"; {HOLM_MARK} marks the others. " if holm_marked(rows) else ". ") if family else "")
-                     + "[How verdicts are computed](claims.html#how-verdicts-are-computed)."))
+    display(HTML(box_rows_html(rows, module, headline, caveat)))
     return rows
+
+
+def box_rows_html(rows: pd.DataFrame, module=None, headline: str = "", caveat: str | None = None) -> str:
+    """A chapter's verdict box (:func:`verdict_rows_html`): each claim linked to the table it rests
+    on; the chapter's caveat under it; how the verdicts read a run, the Holm family, the scale and
+    the records in one fold; a link to what the words mean."""
+    if caveat is None:
+        caveat = module.read_at_scale() if module is not None and hasattr(module, "read_at_scale") else ""
+    table = verdict_rows_html(rows, lambda row: claim_anchor(row.section), table_class="verdict-box")
+    family = holm_count(rows)
+    evidence = [str(e) for e in rows.evidence if e not in ("—", NO_RECORDS)]
+    scales = list(dict.fromkeys(str(s) for s in rows.scale if s != "—"))
+    basis = ([f"Verdicts read {final_reading(module)}, as the paper's tables do."] if module is not None else []) + [
+        "Effects are in accuracy points, positive where the claim is true, with 95% intervals that count the spread "
+        "between cells (three cells or more; with fewer the word says it covers only these cells)."]
+    if family:
+        basis.append(f"Each interval is 95% on its own; judged together, {family}"
+                     + (f" ({HOLM_MARK} marks the others)." if holm_marked(rows) else "."))
+    basis += [f"Scale: {s}." for s in scales] + [f"Records: {e}." for e in dict.fromkeys(evidence)]
+    fold = ('<details class="fedkd-fine fedkd-basis"><summary>What these verdicts rest on</summary><ul>'
+            + "".join(f"<li>{escape(line)}</li>" for line in basis) + "</ul></details>")
+    return ((f'<p class="fedkd-headline">{headline}</p>' if headline else "") + table
+            + (f'<p class="fedkd-legend fedkd-caveat"><b>Read at its scale.</b> {escape(caveat)}</p>' if caveat else "")
+            + f'<p class="fedkd-legend"><a href="{escape(WORDS_SECTION)}">What the words mean</a>. {fold}</p>')
 
 
 def cell_verdicts(module, records, value: str = "final", enforce_gate: bool = True) -> pd.DataFrame:
@@ -260,3 +277,171 @@ def show_cell_verdicts(module, records, enforce_gate: bool = True, label: str | 
         display(Markdown("No cell has every method a claim compares: nothing to show."))
         return pd.DataFrame()
     return pd.concat(shown, ignore_index=True)
+
+
+# --- one row per claim, its fine print folded (issue 61) ------------------------------------------
+#
+# Every page that shows verdicts (the landing page, the Claims page, each chapter's box) shows a
+# claim as one row of at most about three lines at 1280 px: the claim in one plain sentence, our
+# word and effect, the paper's; a caveat that changes how the verdict reads stays visible; the rest
+# (scale, records, cells, both readings, the best round, Holm, what more seeds would buy) folds
+# into one <details> per claim. The words are explained once, on the Claims page.
+
+WORDS_SECTION = "claims.html#what-the-words-mean"
+NUMBER = re.compile(r"(?<![\w.])([+\-−]?)(\d+\.\d+)")
+
+
+def one_precision(text) -> str:
+    """An effect text at the book's one precision, read off its first number: one decimal, two where
+    that number is under a point ("+0.3383 [+0.0001, +0.6765]" -> "+0.34 [+0.00, +0.68]",
+    "+4.81 [+3.9, +5.7]" -> "+4.8 [+3.9, +5.7]"); other text as it is."""
+    text = str(text)
+    first = NUMBER.search(text)
+    if not first:
+        return text
+    digits = 1 if float(first.group(2)) >= 1 else 2
+    return NUMBER.sub(lambda m: f"{m.group(1)}{float(m.group(2)):.{digits}f}", text)
+
+
+# The claims as a student reads them: "A > B" as a sentence; the qualifier in brackets stays.
+PLAIN_PATTERNS = [
+    (re.compile(r"^(.+?) best of the methods run$"), r"\1 beats every other method run"),
+    (re.compile(r"^(.+?) best of the methods$"), r"\1 beats every other method"),
+    (re.compile(r"^(.+?) ≥ (.+)$"), r"\1 does at least as well as \2"),
+    (re.compile(r"^(.+?) > (.+?) > (.+)$"), r"\1 beats \2, which beats \3"),
+    (re.compile(r"^(.+?) > (.+)$"), r"\1 beats \2"),
+]
+
+
+def plain_claim(claim: str) -> str:
+    """A claim of the ledger as one plain sentence ("KnFu > FedMD (MNIST, schedules tuned)" ->
+    "KnFu beats FedMD (MNIST, schedules tuned)"); a claim already in words stays as it is."""
+    claim = str(claim)
+    head, bracket = (claim.split(" (", 1) + [""])[:2]
+    for pattern, replacement in PLAIN_PATTERNS:
+        if pattern.match(head):
+            head = pattern.sub(replacement, head)
+            break
+    return head + (f" ({bracket}" if bracket else "")
+
+
+def _has(row, column: str) -> str:
+    value = row.get(column, "")
+    return str(value) if isinstance(value, str) and value not in ("", "—") else ""
+
+
+def fine_print(row, robustness: bool = True) -> list[str]:
+    """The fine print of a claim, one short line each: cells, the two readings of the effect and a
+    new cell's interval, how it compares with the paper's, Holm, the best round (a diagnostic), the
+    diverged runs left out, the scale, the records, the robustness grid and the note."""
+    family = _has(row, HOLM_COLUMN)
+    lines = [f"cells: {_has(row, 'cells')}" if _has(row, "cells") else "",
+             "; ".join(one_precision(part) for part in readings_text(row).split("; ")).replace(
+                 "between cells", "spread between cells"),
+             f"beside the paper: {_has(row, 'versus paper')}" if _has(row, "versus paper") else "",
+             f"judged with the chapter's other claims (Holm): {family.removeprefix(HOLM_MARK).strip()}" if family else "",
+             f"best round (a diagnostic, no word): {one_precision(_has(row, 'best round').removeprefix('diagnostic, no verdict: '))}"
+             if _has(row, "best round") else "",
+             f"{DIVERGED_LEFT_OUT}{failures_left_out(row)}" if failures_left_out(row) else "",
+             f"scale: {_has(row, 'scale')}" if _has(row, "scale") else "",
+             f"records: {_has(row, 'evidence')}" if _has(row, "evidence") else "",
+             f"robustness: {_has(row, 'robustness')}" if robustness and _has(row, "robustness") else "",
+             str(row.get("note", "") or "") if isinstance(row.get("note", ""), str) else ""]
+    return [line for line in lines if line]
+
+
+def verdict_cell(row) -> str:
+    """Our word in bold (with "(small)" and ‡ where they apply) and the effect at one precision."""
+    holm = f" {HOLM_MARK}" if not_kept_by_holm(row.get(HOLM_COLUMN, "")) else ""
+    effect = one_precision(row.effect) if str(row.effect) not in ("", "—") else ""
+    return (f'<b class="fedkd-verdict">{escape(str(row.verdict))}</b>{escape(small_flag(row.verdict, row.get("note", "")))}'
+            f"{holm}" + (f' <span class="fedkd-effect">{escape(effect)}</span>' if effect else ""))
+
+
+def paper_cell(row) -> str:
+    """The paper's own word on its tables, with its effect at one precision."""
+    return escape(one_precision(row.paper))
+
+
+def claim_cell(row, href: str, caveat: str = "", robustness: bool = True, words_link: str = WORDS_SECTION) -> str:
+    """The plain sentence linked to where the claim is computed, a visible caveat where one changes
+    how the verdict reads (the diverged runs, the chapter's scale), and the fine print folded."""
+    lines = fine_print(row, robustness)
+    left = failures_left_out(row)
+    visible = caveat or (f"diverged runs counted as failures; left out: {one_precision(left)}" if left else "")
+    details = ("" if not lines else '<details class="fedkd-fine"><summary> ▸ details</summary><ul>'
+               + "".join(f"<li>{escape(line)}</li>" for line in lines)
+               + f'<li><a href="{escape(words_link)}">what the words mean</a></li>'
+               + "</ul></details>")
+    return (f'<a href="{escape(href)}">{escape(plain_claim(row.claim))}</a>'
+            + (f'<br><small class="fedkd-caveat">{escape(visible)}</small>' if visible else "") + details)
+
+
+def verdict_rows_html(rows: pd.DataFrame, href, claim_header: str = "claim", verdict_header: str = "verdict",
+                      caveats: dict[str, str] | None = None, paper_names: bool = False, robustness: bool = True,
+                      words_link: str = WORDS_SECTION, table_class: str = "") -> str:
+    """Rows of the ledger as the book's verdict table: per claim its plain sentence (linked by
+    ``href(row)``), our word and effect, the paper's; ``caveats``: per chapter, a caveat shown under
+    each of its claims; ``paper_names``: a first column naming the paper (the Claims page)."""
+    from ..tables import TABLE_CLASS
+
+    body = []
+    for _, row in rows.iterrows():
+        claim = claim_cell(row, href(row), (caveats or {}).get(row.chapter, ""), robustness, words_link)
+        cells = ([escape(str(row.chapter))] if paper_names else []) + [claim, verdict_cell(row), paper_cell(row)]
+        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    headers = (["paper"] if paper_names else []) + [claim_header, verdict_header, "the paper's tables"]
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    classes = f"{TABLE_CLASS} fedkd-verdicts" + (" with-paper-name" if paper_names else "") + (f" {table_class}" if table_class else "")
+    return f'<table class="{classes}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def claims_page_link(row) -> str:
+    """Where a claim of the Claims page links: the table in its chapter that it rests on."""
+    page = str(row.section).split("#", 1)[0]
+    return f"./{page}{claim_anchor(row.section)}"
+
+
+def reruns_left(reruns: pd.DataFrame) -> bool:
+    """Whether any rerun of :func:`~.ledger_evidence.reruns_table` still has runs to make (a table
+    whose every row reads "none: complete" has nothing to tell a reader)."""
+    column = "one core's time left"
+    return bool(len(reruns)) and not reruns[column].astype(str).str.startswith("none").all() if column in reruns else bool(len(reruns))
+
+
+PAPER_RUN_CHOICES = (2, 3, 5)
+CHAPTER_NAMES = {"knfu": "KnFu", "fedckd": "FedCKD", "fedua": "FedUA", "fedgmkd": "FedGMKD"}
+
+
+def paper_runs_table(choices=PAPER_RUN_CHOICES) -> pd.DataFrame:
+    """Per claim of each chapter whose paper prints a spread: the paper's own verdict (word and
+    effect) over every cell of its tables, assuming each of ``choices`` runs behind each printed
+    mean ± std (:func:`fedkd_core.verdicts.paper_verdicts`, Welch); the chapter's own assumption
+    (``PAPER_RUNS``) is marked "*". Cached with the ledger."""
+    from .ledger_cache import cached
+
+    return cached("paper_runs", lambda: _paper_runs_table(tuple(choices)))
+
+
+def _paper_runs_table(choices) -> pd.DataFrame:
+    from . import CHAPTERS, chapter_module
+
+    rows = []
+    for name in CHAPTERS:
+        module = chapter_module(name)
+        if not all(hasattr(module, a) for a in ("paper_observations", "effects_of", "PAPER_RUNS", "EFFECT_CELL_KEYS")):
+            continue
+        paper = module.paper_observations()
+        if not paper["std"].notna().any():
+            continue  # no spread printed: the paper's side counts signs, whatever the runs
+        judged = {runs: V.paper_verdicts(paper, module.effects_of, list(module.EFFECT_CELL_KEYS), runs)
+                  for runs in choices}
+        for claim in dict.fromkeys(c for verdicts in judged.values() for c in verdicts):
+            row = {"paper": getattr(module, "CHAPTER", CHAPTER_NAMES.get(name, name)), "claim": plain_claim(claim)}
+            for runs in choices:
+                verdict = judged[runs].get(claim)
+                row[f"{runs} runs"] = (f"{verdict.word}, {one_precision(verdict.effect_text)}"
+                                       + (" *" if runs == module.PAPER_RUNS else "")) if verdict else "—"
+            row["assumed here"] = f"{module.PAPER_RUNS} runs"
+            rows.append(row)
+    return pd.DataFrame(rows).fillna("")

@@ -34,7 +34,8 @@ from .records import (ORIGINAL, READ_SEEDS, SCALE_FIELDS, cell_of, experiments_t
 from .robustness import ROBUSTNESS, ROBUSTNESS_BASE_NOTE, selective_fd_filter_table
 from .tables import communication_table, final_table, history_frame, verdict
 from .tuning import (CANDIDATES, DEFAULT, GAIN_COLUMN, chosen_schedules, schedule_gaps, same_runs, schedule_of, schedule_table, schedules_text,
-                     tuned_cifar_records, tuned_params, tuned_records, tuning_records, tuning_table, verdict_changes)
+                     tuned_cifar_records, tuned_params, tuned_records, tuning_finding, tuning_finding_text, tuning_records,
+                     tuning_table, verdict_changes)
 
 __all__ = [
     "RERUNS",
@@ -46,6 +47,6 @@ __all__ = [
     "final_table", "fusion_example", "history_frame", "ledger_rows", "method_differences", "neighbour_agreement",
     "observations", "paper_observations", "paper_profile_records", "paper_table1", "paper_table2",
     "schedule_gaps", "schedules_text", "reusable_paper_records", "robustness_claim", "same_runs", "schedule_of", "schedule_table", "selective_fd_filter_table",
-    "train_config", "tuned_cifar_records", "tuned_params", "tuned_records", "tuning_records", "tuning_table", "records_shown", "untuned_reasons", "verdict", "verdict_bases",
+    "train_config", "tuned_cifar_records", "tuned_params", "tuned_records", "tuning_finding", "tuning_finding_text", "tuning_records", "tuning_table", "records_shown", "untuned_reasons", "verdict", "verdict_bases",
     "verdict_changes",
 ]
