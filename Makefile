@@ -1,6 +1,7 @@
 # fedkd: two commands do everything on a fresh machine with Python 3.11.
 #   make book   set up .venv, prepare data, execute every chapter (quick profile), render the book
 #   make test   set up .venv, prepare data, run the whole test suite (unit, end-to-end, nbval)
+#   (make test-fast: the tests not marked slow, a contributor's loop under 2 minutes)
 # Other targets: make chapter CH=knfu [PROFILE=quick|paper], make sweep CH=knfu [WORKERS=2],
 # make notebooks, make benchmark (writes benchmarks/results/, which the book's Performance page
 # shows). JOBS (default: the number of cores) processes run chapters and tests.
@@ -20,7 +21,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 WORKERS ?= $(JOBS)
 LOGS := book/_build/logs
 
-.PHONY: book test setup data chapter sweep notebooks benchmark clean ledger-cache
+.PHONY: book test test-fast setup data chapter sweep notebooks benchmark clean ledger-cache
 
 setup: $(VENV)/.installed
 
@@ -96,9 +97,18 @@ notebooks: data
 	$(BIN)/python tools/sync_notebooks.py $(CHAPTERS)
 
 # One xdist worker per core; --dist loadfile keeps each notebook's cells on one worker (one kernel);
-# --durations lists the 25 slowest tests, so a CI log shows where its time went.
+# --durations lists the 25 slowest tests, so a CI log shows where its time went. pytest's exit
+# status 5 (no tests collected) fails the target like any other failure, with a line saying so.
 test: data
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests notebooks --nbval-lax -p no:cacheprovider --durations=25; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests"; fi; exit $$status
+
+# The contributor's loop (under 2 minutes on 2 cores): every test not marked slow (tests/conftest.py
+# says which are: the chapters' notebooks, the browser's book, Flower on Ray and in deployment,
+# sweeps and sessions that start worker processes, the runs of every algorithm under the device
+# check). `make test` runs them all, as CI does.
+test-fast: data
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests -m "not slow" -p no:cacheprovider --durations=10; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests"; fi; exit $$status
 
 # Writes benchmarks/results/<benchmark>-<machine>.json, which the book's Performance page shows.

@@ -13,6 +13,12 @@ DATA = DataConfig("mnist", num_clients=4, samples_per_client=50, transfer_size=5
 TRAIN = TrainConfig(batch_size=16, mixed_precision=False)
 CONFIGS = [ExperimentConfig(algorithm=name, data=DATA, model="knfu_m1", train=TRAIN, rounds=2, participation=0.5, seed=3)
            for name in ("fedavg", "knfu", "fedckd")]
+# One method of each round shape (fedkd_core.algorithms.shapes: Algorithm, TransferDistillation,
+# FromGlobal, PartialSharing) and Selective-FD (boolean masks in its messages, a tensor as client
+# state) in one Ray simulation: Ray's part of Flower does not depend on the method, and every
+# registered method crosses Flower's records and ClientApp in test_conformance_flower.py.
+RAY_SHAPES = [*CONFIGS, *(ExperimentConfig(algorithm=name, data=DATA, model="knfu_m1", train=TRAIN, rounds=2,
+                                           participation=0.5, seed=3) for name in ("fedper", "selective_fd"))]
 COMPARED = ("round", "clients", "selected", "bytes_up", "bytes_down", "alma", "client_accuracies", "global_acc")
 
 
@@ -35,11 +41,13 @@ def child_env(tmp_path, **extra) -> dict:
 
 @pytest.fixture(scope="module")
 def in_process():
-    return [simulate(config, progress=False) for config in CONFIGS]
+    return [simulate(config, progress=False) for config in RAY_SHAPES]
 
 
 def assert_same_runs(in_process, on_flower):
-    for config, local, remote in zip(CONFIGS, in_process, on_flower, strict=True):
+    """The runs on Flower (the first len(on_flower) of RAY_SHAPES) equal the in-process ones."""
+    assert 0 < len(on_flower) <= len(in_process)
+    for config, local, remote in zip(RAY_SHAPES, in_process, on_flower):
         assert len(local["history"]) == len(remote["history"]) == 2
         for a, b in zip(local["history"], remote["history"]):
             assert {k: a[k] for k in COMPARED} == {k: b[k] for k in COMPARED}, config.algorithm
@@ -49,7 +57,9 @@ def assert_same_runs(in_process, on_flower):
 def test_flower_simulation_with_one_worker_gives_the_in_process_numbers(in_process):
     from fedkd_core.flower import simulate_on_flower
 
-    assert_same_runs(in_process, simulate_on_flower(CONFIGS, workers=1))
+    on_flower = simulate_on_flower(RAY_SHAPES, workers=1)
+    assert len(on_flower) == len(RAY_SHAPES)
+    assert_same_runs(in_process, on_flower)
 
 
 def test_the_command_with_two_workers_writes_the_in_process_records(in_process, tmp_path):
@@ -72,6 +82,7 @@ def test_the_command_with_two_workers_writes_the_in_process_records(in_process, 
     records = [json.loads((tmp_path / "results" / "flower" / c.algorithm / f"{config_hash(c)}.json").read_text())
                for c in CONFIGS]
     assert all(r["environment"]["engine"] == "flower (ray, 2 workers)" for r in records)
+    assert len(records) == len(CONFIGS)
     assert_same_runs(in_process, [{"history": r["history"], "totals": r["timings"]} for r in records])
     stored = json.loads((tmp_path / "results" / "flower" / "fedavg" / f"{config_hash(diverging)}.diverged.json")
                         .read_text())

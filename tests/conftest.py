@@ -1,0 +1,61 @@
+"""Which tests are slow: ``make test-fast`` (``pytest tests -m "not slow"``) leaves them out, ``make
+test`` (the README's command, CI's) runs them with the rest.
+
+A test is slow when it starts processes (Ray, Flower's SuperLink and SuperNodes, sweep workers, a
+notebook kernel, Chromium), runs every registered algorithm end to end, or takes tens of seconds on
+two cores for real runs or the whole ledger (read off ``make test``'s --durations). They are listed here, by
+node id prefix, rather than marked in their files, so one place says what the fast loop leaves
+out and why; a test file's own ``pytest.mark.slow`` works too.
+"""
+
+import pytest
+
+SLOW = {
+    # every registered algorithm end to end (each one's numbers, contract and device cleanliness)
+    "tests/test_conformance.py::test_every_registered_algorithm_keeps_the_contract": "every algorithm",
+    "tests/test_conformance_flower.py": "every algorithm through Flower's ClientApp; Ray",
+    "tests/test_device.py::test_every_algorithm_runs_device_clean_on_the_stand_in_device": "every algorithm",
+    "tests/test_device.py::test_no_model_keeps_gradients_between_rounds": "every algorithm",
+    "tests/test_device.py::test_chapter_helpers_run_on_the_stand_in_device": "chapter loops under the check",
+    # processes: Ray, Flower's deployment, sweep workers, kernels, Chromium
+    "tests/test_book_browser.py": "builds the book from every chapter, opens it in Chromium",
+    "tests/test_flower.py::test_flower_simulation_with_one_worker": "Ray",
+    "tests/test_flower.py::test_the_command_with_two_workers": "Ray, a child process",
+    "tests/test_flower.py::test_a_fault_in_a_later_config": "Ray",
+    "tests/test_flower.py::test_a_real_simulation_whose_clients_miss_the_timeout": "Ray",
+    "tests/test_flower.py::test_ray_that_cannot_start": "Ray",
+    "tests/test_flower.py::test_the_deployment_command_sequence": "SuperLink, SuperNodes, flwr run",
+    "tests/test_ray_sweep.py": "Ray",
+    "tests/test_gpu_session.py::test_the_session_runs_its_steps_on_a_cpu": "sweep worker processes",
+    "tests/test_sweep.py::test_two_workers_run_every_run": "worker processes",
+    "tests/test_sweep.py::test_a_sweep_stopped_with_sigterm": "worker processes",
+    "tests/test_notebooks.py": "notebook kernels",
+    # the longest runs and ledgers on real data (each tens of seconds on 2 cores)
+    "tests/test_knfu.py::test_cifar_claims_move_onto_the_tuned_rerun": "the whole ledger",
+    "tests/test_knfu.py::test_knfu_against_fedmd_as_its_authors_run_it": "the whole ledger",
+    "tests/test_knfu.py::test_the_ledger_reads_mnist_tuned_and_cifar": "the whole ledger",
+    "tests/test_knfu.py::test_all_four_methods_learn_on_mnist": "four real runs",
+    "tests/test_ledger.py::test_every_chapters_ledger_finds_the_committed_records": "the whole ledger",
+    "tests/test_glance.py::test_the_landing_page_gives_each_paper_its_own_table": "the whole ledger",
+    "tests/test_prediction_memo.py::test_a_run_with_partial_participation": "real runs, twice",
+    "tests/test_experiment.py::test_fedavg_reports_global_accuracy_and_local_none": "real runs",
+    "tests/test_experiment.py::test_a_decayed_lr_reaches_training": "real runs",
+    "tests/test_experiment.py::test_short_real_run_learns_well_above_chance": "real runs",
+    "tests/test_experiment.py::test_same_config_and_seed_give_the_identical_history": "real runs",
+    "tests/test_sweep.py::test_a_sweep_leaves_a_run_that_a_sweep_of_another_profile_holds": "a sweep of real runs",
+    "tests/test_sweep.py::test_the_dry_run_names_the_pace_and_machine_once_runs_are_done": "a sweep of real runs",
+    "tests/test_sweep.py::test_a_run_that_diverges_is_stored_reported": "a sweep of real runs",
+    "tests/test_fedgmkd_chapter.py::test_a_bad_parameter_through_papermill": "a notebook kernel",
+    "tests/test_fedua.py::test_a_bad_parameter_through_papermill": "a notebook kernel",
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: starts processes, runs every algorithm, or takes tens of seconds "
+                                       "(make test-fast leaves it out; tests/conftest.py lists them)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.startswith("notebooks/") or any(item.nodeid.startswith(prefix) for prefix in SLOW):
+            item.add_marker(pytest.mark.slow)
