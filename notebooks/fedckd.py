@@ -14,14 +14,9 @@
 # %% [markdown]
 # # FedCKD: personalised FL via comprehensive knowledge distillation
 #
-# Wang, Liu, Guo, Li and Ge propose **FedCKD**: each client learns from *two* teachers, the
-# global model (generalised knowledge) and its own model of the previous round (personalised
-# knowledge), with a distillation weight that is annealed over the rounds. This chapter
-# implements it and the seven methods it is compared with, runs the paper's comparison on
-# Fashion-MNIST (the paper's CIFAR-10 rows are in the paper profile, a GPU's work; CIFAR-100 is not
-# among the offline datasets), and sets our numbers beside the paper's. Its two partitions of the
-# clients' data: **practical**, Dir(α = 0.1) label skew (each client's class shares drawn from a
-# Dirichlet distribution; the smaller α, the more skewed), and **pathological**, 2 classes per client.
+# FedCKD (Wang et al.) claims that a client learning from two teachers, the global model and
+# its own previous model, beats pFedSD and six other personalised-FL methods under label skew.
+# Our verdict on each claim, from the committed runs:
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -74,9 +69,6 @@ plots.use_book_style()
 
 # %% [markdown]
 # ## Verdict
-#
-# The paper's claims, judged on committed records whatever profile this page was executed with:
-# the same rows as on the [Claims page](claims.ipynb). What they rest on follows the box.
 
 # %% tags=["remove-input"]
 from fedkd_core.chapters import ledger  # noqa: E402
@@ -87,9 +79,8 @@ display(Markdown(chapter.verdict_basis_text()))
 
 # %% [markdown]
 # **What the verdicts rest on.** Each claim moves to the paper-scale Fashion-MNIST n = 100 column
-# (`fedckd.PAPER_FMNIST100`) once every run it compares is committed or diverged, so that no run
-# still to come can change it (`ledger.claims_settled`); until then it rests on the reduced
-# profile. A claim is never judged on part of its runs (on whatever seeds the sweep reached
+# once every run it compares is committed or diverged, so that no run still to come can change it;
+# until then it rests on the reduced profile. A claim is never judged on part of its runs (on whatever seeds the sweep reached
 # first). The line under the box counts what is committed and names the claims that have moved;
 # each row's *scale* on the [Claims page](claims.ipynb) says where it is judged. The tables further
 # down show the committed reduced-profile records, the paper-scale column (every run committed),
@@ -97,6 +88,15 @@ display(Markdown(chapter.verdict_basis_text()))
 
 # %% [markdown]
 # ## The paper and this reproduction
+#
+# Wang, Liu, Guo, Li and Ge propose **FedCKD**: each client learns from *two* teachers, the
+# global model (generalised knowledge) and its own model of the previous round (personalised
+# knowledge), with a distillation weight that is annealed over the rounds. This chapter
+# implements it and the seven methods it is compared with, runs the paper's comparison on
+# Fashion-MNIST (the paper's CIFAR-10 rows are in the paper profile, a GPU's work; CIFAR-100 is not
+# among the offline datasets), and sets our numbers beside the paper's. Its two partitions of the
+# clients' data: **practical**, Dir(α = 0.1) label skew (each client's class shares drawn from a
+# Dirichlet distribution; the smaller α, the more skewed), and **pathological**, 2 classes per client.
 
 # %% tags=["remove-input"]
 from fedkd_core.chapters import card  # noqa: E402
