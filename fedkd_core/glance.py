@@ -182,7 +182,8 @@ def headline_rows(ledger: pd.DataFrame) -> pd.DataFrame:
 def caveats(short: bool = True) -> dict[str, str]:
     """Per paper, the caveat that changes how its verdicts read, shown wherever they are: FedUA's
     server budget, with what the server-budget ladder found at the paper's 20 epochs
-    (:func:`fedkd_core.chapters.fedua.ladder.ladder_finding`). ``short``: one line, for a verdict row."""
+    (:func:`fedkd_core.chapters.fedua.read_at_scale`, which ends with
+    :func:`fedkd_core.chapters.fedua.ladder.ladder_finding`). ``short``: one line, for a verdict row."""
     found = {}
     try:
         from .chapters.fedua import REDUCED_PROFILE, ladder
@@ -198,9 +199,9 @@ def caveats(short: bool = True) -> dict[str, str]:
     if short:
         found["FedUA"] = budget + ("; at 20 the paper's gain still does not appear" if ran else "")
     else:
-        found["FedUA"] = (budget[0].upper() + budget[1:] + "." + (
-            " The server-budget ladder (the step cell, 3 seeds) reran FedDF and FedUA at 5 and 20: "
-            + ladder.ladder_finding(runs) + " So the budget does not explain the gap." if ran else ""))
+        from .chapters.fedua import read_at_scale
+
+        found["FedUA"] = read_at_scale()  # ends with the ladder's finding (fedua.claims.ladder_text)
     return found
 
 

@@ -73,10 +73,9 @@ plots.use_book_style()
 # ## Verdict
 
 # %% tags=["remove-input"]
-from fedkd_core import glance  # noqa: E402
 from fedkd_core.chapters import ledger  # noqa: E402
 
-verdict_rows = ledger.verdict_box(chapter, caveat=glance.caveats(short=False).get("FedUA", ""))
+verdict_rows = ledger.verdict_box(chapter)  # its caveat under it: chapter.read_at_scale(), with the ladder's finding
 
 # %% [markdown]
 # **What the verdicts rest on.** The committed reduced-profile records (their scale is under the
@@ -86,10 +85,9 @@ verdict_rows = ledger.verdict_box(chapter, caveat=glance.caveats(short=False).ge
 # cover a cell, and this page's own profile's runs elsewhere (each table names its profile).
 
 # %% [markdown]
-# **Read each verdict at its scale.** FedUA and FedDF differ from FedAvg only in the server's
-# distillation. FedUA's teacher weights come from Eqs. 1, 2a and 2b, whose formulas our copy of the
-# paper lost: ours are a reading of its prose (the ladder below tries three). Table 2 sets FedDF's
-# gain over FedAvg beside the paper's, which shows how much the distillation step does at all here.
+# The caveat under the box is the one the landing page and the Claims page show beside FedUA's
+# verdicts. Table 2 below sets FedDF's gain over FedAvg beside the paper's, which shows how much the
+# distillation step does at all at this scale; the ladder next tries the paper's server budget.
 
 # %% [markdown]
 # ## Does the paper's server budget close the gap? The ladder
