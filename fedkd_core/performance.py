@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import html
 import math
 import os
 import platform
@@ -151,11 +152,14 @@ def save_result(benchmark: str, title: str, rows: list[dict], *, started: dict, 
 
 def load_results(root: Path = RESULTS) -> list[dict]:
     """Every result file under ``root``, by benchmark then date; a ValueError naming a file that
-    lacks a field the page needs."""
+    lacks a field the page needs. A file with none of the page's fields is a script's own output,
+    not a page result (``benchmarks/gpu_masks.py``'s, which the FedCKD chapter reads), and is left out."""
     results = []
     for path in sorted(root.glob("*.json")):
         result = json.loads(path.read_text())
         missing = [field for field in REQUIRED if field not in result]
+        if "benchmark" not in result and "rows" not in result:
+            continue
         if missing:
             raise ValueError(f"{path}: benchmark result without {', '.join(missing)}")
         results.append({**result, "file": path.name})
@@ -204,10 +208,7 @@ def result_markdown(result: dict) -> str:
     gpu = f", GPU {where['gpu']}" if where.get("gpu") else ""
     threads = result["threads"]
     threads = f"{threads} torch thread{'s' * (threads != 1)}" if isinstance(threads, int) else str(threads)
-    lines = [f"**{plain}**{gpu}, {result['date']}: `{where['cpu']}`, torch {result['torch']}, {threads}.",
-             "",
-             f"Command: `{result['command']}`. Beside it: {beside_text(result['beside'])}.",
-             ""]
+    lines = [f"**{plain}**{gpu}, {result['date']}, torch {result['torch']}, {threads}.", ""]
     if result.get("note"):
         lines += [result["note"], ""]
     digits = result.get("digits", {})
@@ -221,7 +222,44 @@ def result_markdown(result: dict) -> str:
         lines.append(f"- {sentence}")
     if result.get("summary"):
         lines.append("")
+    # the machine's state at the time, folded under what was measured (issue 61)
+    lines += [f'<details class="fedkd-earlier"><summary>How it was run: the command, the CPU, what ran beside it'
+              f"</summary><p>Command: <code>{html.escape(result['command'])}</code>. CPU: <code>{html.escape(where['cpu'])}</code>. "
+              f"Beside it: {html.escape(beside_text(result['beside']))}.</p></details>", ""]
     return "\n".join(lines)
+
+
+RATIO = re.compile(r" / |ratio|×|\bx\b|speed-?up", re.I)
+
+
+def headline(result: dict) -> str:
+    """A result in one line: its first summary sentence, else the range of each ratio column (a
+    header with " / ", "ratio" or "×"), else its first row."""
+    if result.get("summary"):
+        return result["summary"][0]
+    columns, rows = result["columns"], result["rows"]
+    parts = []
+    for i, column in enumerate(columns):
+        values = [row[i] for row in rows if isinstance(row[i], (int, float)) and not isinstance(row[i], bool)
+                  and math.isfinite(row[i])]
+        if RATIO.search(str(column)) and values:
+            low, high = min(values), max(values)
+            parts.append(f"{column} {number_text(low, 2)}" + (f" to {number_text(high, 2)}" if high != low else "")
+                         + f" over {len(values)} row{'s' * (len(values) != 1)}")
+    if parts:
+        return "; ".join(parts)
+    return ", ".join(f"{c} {number_text(v)}" for c, v in zip(columns, rows[0])) if rows else "no rows"
+
+
+def overview(results: list[dict]) -> str:
+    """What the page measured, first: per benchmark and machine, what it found in one line (the
+    ratio it measured), above the sections that give the tables and, folded, the machine's state."""
+    lines = []
+    for result in results:
+        where = result["machine"]
+        lines.append(f"- **{result['title']}** ({machine_text(where['cpu'], where.get('cores'))}"
+                     f"{', ' + where['gpu'] if where.get('gpu') else ''}, {result['date'][:10]}): {headline(result)}")
+    return ("## What was measured\n\n" + "\n".join(lines) + "\n") if lines else ""
 
 
 def render(results: list[dict], after: dict[str, str] | None = None) -> str:
@@ -232,7 +270,7 @@ def render(results: list[dict], after: dict[str, str] | None = None) -> str:
     if not results:
         return "No benchmark result is committed yet (`benchmarks/results/` is empty).\n" + \
             "".join(f"\n{text}" for text in after.values())
-    out = []
+    out = [overview(results)]
     title = benchmark = None
     for result in results:
         if result["title"] != title:

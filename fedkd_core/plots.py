@@ -11,6 +11,9 @@ import pandas as pd
 BOOK_STYLE = {"figure.dpi": 100, "savefig.dpi": 100, "font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12,
               "xtick.labelsize": 11, "ytick.labelsize": 11, "legend.fontsize": 11, "figure.titlesize": 13}
 MAX_WIDTH = 9.4  # inches
+# At most two panels a row: the text column is ~676 px at 1280 px, so a panel stays ~330 px wide
+# (issue 61: three a row shrank each to ~220 px, their tick labels under 10 px).
+MAX_COLUMNS = 2
 # Metrics as a reader names them.
 METRIC_LABELS = {"alma": "ALMA (%)", "global_acc": "global accuracy (%)", "local_acc": "local accuracy (%)",
                  "client_acc_std": "std across clients (%)"}
@@ -23,12 +26,13 @@ def use_book_style() -> None:
     matplotlib.rcParams.update(BOOK_STYLE)
 
 
-def grid(panels: int, height: float = 3.2, per_row: int = 3):
-    """A figure of ``panels`` panels, at most ``per_row`` (3) a row, no wider than
-    :data:`MAX_WIDTH`; returns the figure and its used axes as a flat list (extra axes hidden)."""
+def grid(panels: int, height: float = 3.2, per_row: int = MAX_COLUMNS):
+    """A figure of ``panels`` panels, at most ``per_row`` a row and never more than
+    :data:`MAX_COLUMNS`, no wider than :data:`MAX_WIDTH`; returns the figure and its used axes as a
+    flat list (extra axes hidden)."""
     import matplotlib.pyplot as plt
 
-    columns = max(1, min(per_row, panels))
+    columns = max(1, min(per_row, panels, MAX_COLUMNS))
     rows = -(-max(panels, 1) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(min(MAX_WIDTH, 3.1 * columns + 0.8), height * rows),
                              squeeze=False)

@@ -33,8 +33,11 @@ def test_a_result_names_its_machine_date_command_and_what_ran_beside(tmp_path, f
     assert stored["machine"]["cpu"] == ZEN4["cpu"] and stored["threads"] >= 1 and stored["torch"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", stored["date"])
     page = performance.render(performance.load_results(tmp_path))
-    assert "**AMD EPYC Zen 4, 2 cores**" in page and f"`{ZEN4['cpu']}`" in page and stored["date"] in page
-    assert "`python benchmarks/local_training.py --samples 1024`" in page
+    assert "**AMD EPYC Zen 4, 2 cores**" in page and f"<code>{ZEN4['cpu']}</code>" in page and stored["date"] in page
+    assert "<code>python benchmarks/local_training.py --samples 1024</code>" in page
+    # what was measured first (the ratio), the machine's state folded under the table (issue 61)
+    assert page.index("## What was measured") < page.index("bf16 / fp32 1.42") < page.index("<details")
+    assert page.index("| knfu_m1 |") < page.index("<details") < page.index("the test suite")
     assert "the test suite" in page and "python -m fedkd_core.sweep (nice 10) 95% of a core" in page
     assert "| knfu_m1 | 2,832 | 1.42 | — |" in page and "missing" not in page  # a column with no value is left out
     assert not re.search(r"\bnan\b|\bNone\b", page, flags=re.I)

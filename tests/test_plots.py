@@ -89,3 +89,27 @@ def test_a_small_effect_in_the_cell_heatmap_keeps_its_digits_rather_than_reading
     assert [plots.effect_label(e) for e in (0.96, -0.94, 12.345)] == ["+1.0", "-0.94", "+12.3"]
     assert [plots.effect_label(e) for e in (0.0042, -0.033, 3.7e-15, -2e-9)] == ["+0.0042", "-0.03", "+0.0", "+0.0"]
     plt.close(fig)
+
+
+def test_a_figure_takes_its_caption_as_alt_text_or_else_its_section():
+    """fedkd_core.alt_text (a Sphinx extension of the book): the alt text describes the figure."""
+    from docutils import nodes
+
+    from fedkd_core.alt_text import describe_images
+
+    section = nodes.section()
+    first, second = nodes.image(uri="_images/a1b2.png"), nodes.image(uri="_images/c3d4.png")
+    section += [nodes.title(text="Fig. 3: learning curves"), first,
+                nodes.raw("", '<p class="fedkd-caption">ALMA (%) <b>per</b> round &amp; method.</p>', format="html"),
+                second]
+    assert describe_images(section) == 2
+    assert first["alt"] == "ALMA (%) per round & method."
+    assert second["alt"] == "A figure of the section “Fig. 3: learning curves”"
+
+
+def test_a_grid_has_at_most_two_panels_a_row():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig, axes = plots.grid(5)
+    assert len(axes) == 5 and fig.get_size_inches()[0] <= 7.0 + 1e-9  # ~330 px a panel in the book's column

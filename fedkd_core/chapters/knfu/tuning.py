@@ -169,12 +169,13 @@ def verdict_changes(coded, tuned) -> pd.DataFrame:
     chapter's verdicts, on the tuned runs alone, apply it). A claim none of these cells test (Local
     over every sharing method: a CIFAR-10 claim) is left out."""
     from ...verdicts import claim_gates, joint_gate
-    from ..ledger import NO_RECORDS, judge_chapter, kept_cells, paper_text
+    from ..ledger import NO_RECORDS, judge_chapter, kept_cells, one_precision, paper_text
 
     chapter = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
     coded = same_runs(coded, tuned)
     if not tuned:
-        return pd.DataFrame(columns=["claim", "as coded", "tuned", "verdict changed", "converged in both", "paper"])
+        return pd.DataFrame(columns=["claim", "as first coded, every cell", "tuned, every cell", "verdict changed",
+                                     "converged in both", "the paper's, these cells"])
     keys = list(chapter.EFFECT_CELL_KEYS)
     one, other = (claim_gates(chapter.effects_of, chapter.observations(runs), keys, chapter.METHOD_COLUMN)
                   for runs in (coded, tuned))
@@ -188,11 +189,11 @@ def verdict_changes(coded, tuned) -> pd.DataFrame:
         if now.word == NO_RECORDS:
             continue
         rows.append({"claim": claim,
-                     "as coded": f"{was.word}, {was.effect_text} ({was.cells_text})" if was else "—",
-                     "tuned": f"{now.word}, {now.effect_text} ({now.cells_text})",
+                     "as first coded, every cell": f"{was.word}, {one_precision(was.effect_text)}" if was else "—",
+                     "tuned, every cell": f"{now.word}, {one_precision(now.effect_text)}",
                      "verdict changed": "yes" if was is None or was.word != now.word else "no",
                      "converged in both": f"{len(kept.get(claim, []))} of {now.cells} cells",
-                     "paper": paper_text(verdicts["paper"])})
+                     "the paper's, these cells": one_precision(paper_text(verdicts["paper"]))})
     return pd.DataFrame(rows)
 
 
