@@ -278,12 +278,26 @@ def show_comparison(setting: str, title: str) -> pd.DataFrame:
 table1 = show_comparison("practical", "Table I — practical setting, Dir(α)")
 table2 = show_comparison("pathological", "Table II — pathological setting")
 if paper_diverged:
+    display(Markdown(chapter.divergence_rates_text(chapter.divergence_rates(paper_records, paper_diverged))))
     display(Markdown(chapter.divergences_text(paper_records, paper_diverged,
                                               chapter.grids(chapter.PAPER_FMNIST100)["main"])))
     checks = chapter.machine_checks(paper_diverged)
     checked = chapter.machine_check_text(checks)
     if checked:
         display(Markdown(checked + " " + chapter.divergence_tally_text(paper_records, paper_diverged, checks)))
+
+# %% [markdown]
+# **What diverged, step by step.** `benchmarks/trace_divergence.py` reruns a diverged run of the
+# column from its own config, on one CPU thread, and reads every client's every local step (loss,
+# gradient norm, largest |logit|, weight norm, the step's update) through hooks that change no
+# number. Where the rerun diverges, the figure shows the client whose update diverged, in that round
+# and in its updates before; where it does not, the largest values each round reached.
+
+# %% tags=["hide-input"]
+for trace in chapter.divergence_traces():
+    display(Markdown(chapter.trace_text(trace)))
+    chapter.plot_trace(trace)
+    plt.show()
 
 # %% [markdown]
 # The best-round accuracy (pFedSD's code reports the best mean over rounds, which may be what

@@ -95,6 +95,8 @@ def test_a_rerun_that_did_not_diverge_says_so_and_where_it_left_the_stored_run(t
     assert data["finding"] == {"diverged": False, "rounds_traced": 2}
     assert "1 of the 2 recorded rounds agree exactly" in divergence.trace_text(data)
     assert "the first to differ is round 2" in divergence.trace_text(data)
+    figure = divergence.plot_trace(data)  # every round's largest values, the stored divergence marked
+    assert len(figure.axes) == len(divergence.PANELS) and "no divergence in 2 rounds" in figure._suptitle.get_text()
 
 
 @pytest.mark.parametrize("trace", divergence.traces(), ids=lambda t: t["key"])

@@ -52,6 +52,8 @@ def plot_trace(trace: dict, earlier: int = 2):
     import numpy as np
 
     finding = trace["finding"]
+    if not finding.get("diverged"):
+        return plot_rounds(trace)
     frame = steps_frame(trace)
     fig, axes = plt.subplots(1, len(PANELS), figsize=(3.0 * len(PANELS), 3.0), sharex=True)
     shown_earlier = [str(r) for r in finding.get("client_earlier_rounds", [])[-earlier:]]
@@ -74,6 +76,29 @@ def plot_trace(trace: dict, earlier: int = 2):
     name = METHOD_NAMES.get(trace["algorithm"], trace["algorithm"])
     fig.suptitle(f"{name}, {trace['partition']}, seed {trace['seed']}: client {finding['client']}'s local steps "
                  f"(non-finite from step {finding['step']} of round {finding['round']})", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_rounds(trace: dict):
+    """The figure of a rerun that did not diverge: each quantity of :data:`PANELS`, the largest any
+    client's local step reached in each round, against the round, with the round the stored run
+    diverged in marked (dotted). Returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+
+    rounds = pd.DataFrame(trace["rounds"])
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(3.0 * len(PANELS), 3.0), sharex=True)
+    for ax, (column, label) in zip(axes, PANELS):
+        ax.plot(rounds["round"], rounds[f"max_{column}"], color="tab:blue", lw=1.2)
+        if trace.get("stored_round"):
+            ax.axvline(trace["stored_round"], color="tab:red", ls=":", lw=1, label="stored run diverged")
+        ax.set_yscale("log")
+        ax.set_title(f"{label}, largest per round", fontsize=10)
+        ax.set_xlabel("round")
+    axes[0].legend(fontsize=7, loc="best")
+    name = METHOD_NAMES.get(trace["algorithm"], trace["algorithm"])
+    fig.suptitle(f"{name}, {trace['partition']}, seed {trace['seed']}: the rerun, every client's local steps "
+                 f"(no divergence in {len(rounds)} rounds)", fontsize=10)
     fig.tight_layout()
     return fig
 
