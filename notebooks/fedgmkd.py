@@ -321,7 +321,7 @@ plots.caption(fig, "A panel per profile of the table above, computed here from t
 # `max_grad_norm`; only the scale differs) and `reuse_reduced` is on. So the tables below show the
 # runs the verdict box judges.
 
-# %%
+# %% tags=["hide-input"]
 basis_records = basis.records
 runs = run_grid(chapter.experiments_to_run(params, basis_records), profile=params.profile, progress=False)
 # A cell the verdicts' records cover is shown from them only (run with the 15-round reduced profile,

@@ -261,7 +261,7 @@ if len(step_rows):
 # `reuse_reduced` is on. Change a method setting (`-p server_lr 0.01`) and every cell runs anew.
 # Each table names the profile, the seeds and the rounds behind each row.
 
-# %%
+# %% tags=["hide-input"]
 reduced_records = chapter.reduced_profile_records()
 runs = run_grid(chapter.experiments_to_run(params, reduced_records), profile=params.profile, progress=False)
 records = list({r.key: r for r in reduced_records + runs}.values())

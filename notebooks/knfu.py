@@ -207,7 +207,7 @@ print(f"heaviest neighbour among the 3 truly closest: {agreement['heaviest_is_cl
 # chose on a validation split, and FedMD in its original form; the runs as first coded appear
 # beside them in the section "Are the baselines as strong as the paper's?" below.
 
-# %%
+# %% tags=["hide-input"]
 paper_records = knfu.reusable_paper_records(params)
 if message := reuse_message(params, knfu.method_differences(params), reference="paper"):
     print(message)

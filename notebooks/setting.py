@@ -118,7 +118,7 @@ print(pd.DataFrame.from_dict({name: setting.skew_summary(labels, parts) for name
 # longer finite) is a result too: it is stored as `<key>.diverged.json`, left out of the tables
 # with a line saying so, and not run again.
 
-# %%
+# %% tags=["hide-input"]
 configs = setting.experiments(params)
 records = run_grid(configs, profile=params.profile)
 finals = report.final_metrics(records)
