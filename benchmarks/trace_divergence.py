@@ -1,7 +1,9 @@
 """Rerun a diverged run with a per-step trace of every client's local training (issue 60, item 3).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/trace_divergence.py \
-        results/paper/lg_fedavg/30bcd09506301b61.diverged.json [--out benchmarks/results/trace]
+        results/paper/lg_fedavg/30bcd09506301b61.diverged.json --out /tmp/trace/lg_fedavg \
+        [--stop-after ROUND] [--figure benchmarks/results/trace_divergence-lg_fedavg-pathological-s0.json]
+    .venv/bin/python benchmarks/trace_divergence.py --figure-from PREFIX FIGURE.json [VAR=VALUE ...]
 
 The run is the stored divergence's own config (its key is checked), simulated exactly as a sweep
 runs it (``experiment.simulate``, one thread, fp32). Nothing of the training changes: the trace
@@ -15,8 +17,15 @@ reads values the step computes anyway, through
 
 After each round the round's scores are compared with the stored divergence's history (the same
 config run before, on another CPU): ``identical`` means every one of the 100 client accuracies
-agrees exactly. Writes ``<out>-steps.csv.gz`` (one row per local step of every client, every
-round), ``<out>-rounds.json`` (per-round comparison, timing, machine) and prints a summary.
+agrees exactly. After every round it writes ``<out>-steps.csv.gz`` (one row per local step of every
+client) and ``<out>-rounds.json`` (per-round comparison, timing, machine, the environment variables
+that choose kernels), so a stopped run keeps what it traced; ``--figure`` (or ``--figure-from`` on
+a written trace) writes the chapter's figure data (``fedkd_core.chapters.fedckd.divergence``).
+
+The Zen 5 that made the committed FedCKD column runs MKL's AVX2 kernels (MKL takes them on AMD
+CPUs); an Intel CPU takes its AVX-512 ones, and its linear layers then round differently from round
+1 on. ``MKL_ENABLE_INSTRUCTIONS=AVX2`` on the Intel Xeon of 2026-11-28 gave round 1 of the stored run
+exactly (all 100 client accuracies); without it, 2 clients differed in round 1.
 """
 
 from __future__ import annotations
@@ -168,7 +177,8 @@ def figure_data(prefix: Path, extra: dict | None = None) -> dict:
     (``<prefix>-steps.csv.gz``, ``<prefix>-rounds.json``): the blow-up (the first local step whose
     loss, gradient or weights are not finite), the steps of that client's update and of its earlier
     updates, every round's largest values, what the earlier rounds reached (the baseline) and which
-    quantity passed its baseline first. ``extra``: fields added to the rerun's description."""
+    quantity passed its baseline first. ``extra``: environment variables the rerun ran under that its
+    files do not name (a trace written before they were recorded)."""
     import pandas as pd
 
     from fedkd_core.federation import build_federated_data
@@ -177,7 +187,8 @@ def figure_data(prefix: Path, extra: dict | None = None) -> dict:
     summary = json.loads(Path(f"{prefix}-rounds.json").read_text())
     stored = json.loads(Path(summary["divergence"]).read_text())
     config = config_from_dict(stored["config"])
-    rerun = {**summary["rerun"], **(extra or {})}
+    rerun = {**summary["rerun"]}
+    rerun["environment_variables"] = {**rerun.get("environment_variables", {}), **(extra or {})}
     comparison = summary["comparison"]
     identical = [c["round"] for c in comparison if c.get("identical")]
     differing = [c["round"] for c in comparison if c.get("stored") and not c.get("identical")]
