@@ -294,6 +294,8 @@ if paper_diverged:
 # and in its updates before; where it does not, the largest values each round reached.
 
 # %% tags=["hide-input"]
+for check in chapter.determinism_checks():
+    display(Markdown(chapter.determinism_check_text(check)))
 for trace in chapter.divergence_traces():
     display(Markdown(chapter.trace_text(trace)))
     chapter.plot_trace(trace)

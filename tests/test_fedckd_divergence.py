@@ -103,3 +103,26 @@ def test_a_rerun_that_did_not_diverge_says_so_and_where_it_left_the_stored_run(t
 def test_a_committed_trace_is_shown(trace):
     assert divergence.trace_text(trace)
     assert divergence.plot_trace(trace) is not None
+
+
+def test_a_rerun_comparison_says_where_the_rerun_left_the_stored_run_and_how_far_it_got():
+    check = {"algorithm": "lg_fedavg", "partition": "pathological", "seed": 0, "stored_round": 53,
+             "stored_environment": {"device_name": "AMD EPYC (family 26 model 2, AVX512-BF16)"},
+             "rerun": {"device_name": "AMD EPYC (family 25 model 17, AVX512-BF16)",
+                       "environment_variables": {"OMP_NUM_THREADS": "1", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}},
+             "comparison": [{"round": 1, "stored": True, "identical": True},
+                            {"round": 2, "stored": True, "identical": False, "clients_differing": 2},
+                            {"round": 5, "stored": True, "identical": False, "clients_differing": 47}],
+             "passed_round_without_diverging": 63}
+    text = divergence.determinism_check_text(check)
+    assert text.startswith("LG-FedAvg, pathological, seed 0 diverged in round 53 on AMD EPYC Zen 5. Rerun on AMD EPYC Zen 4")
+    assert ("round 1 agrees with the stored run exactly (all 100 client accuracies), round 2 differs in 2 of them "
+            "and round 5 in 47; the rerun passed round 63 without diverging") in text
+    assert "edge of stability" in text and "MKL_ENABLE_INSTRUCTIONS=AVX2" in text
+    short = {**check, "passed_round_without_diverging": 20}  # not past the stored round: no conclusion drawn
+    assert "edge of stability" not in divergence.determinism_check_text(short)
+
+
+@pytest.mark.parametrize("check", divergence.determinism_checks(), ids=lambda c: f"{c['algorithm']}-{c['seed']}")
+def test_a_committed_rerun_comparison_is_said_in_words(check):
+    assert "diverged in round" in divergence.determinism_check_text(check)

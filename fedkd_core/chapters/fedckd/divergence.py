@@ -19,6 +19,7 @@ from ...numerics import BENCHMARK_RESULTS
 from .grid import METHOD_NAMES
 
 TRACE_PREFIX = "trace_divergence-"
+DETERMINISM_PREFIX = "trace_determinism-"  # a rerun's rounds beside the stored run's, no step trace
 # The panels of the figure: (column, label), each on a log scale.
 PANELS = (("loss", "training loss"), ("grad_norm", "gradient norm"), ("max_logit", "largest |logit|"),
           ("update_norm", "step's update norm"), ("weight_norm", "weight norm"))
@@ -152,3 +153,41 @@ def trace_text(trace: dict) -> str:
             f"round{'s' if len(earlier) != 1 else ''} {', '.join(map(str, earlier)) or 'none before'}; its first step "
             f"this round had loss {finding['first_step_loss']:.3g} (the largest first-step loss of any update before: "
             f"{max((r['max_first_loss'] for r in trace['rounds'] if r['round'] < finding['round']), default=float('nan')):.3g}).")
+
+
+def determinism_checks(folder: Path = BENCHMARK_RESULTS) -> list[dict]:
+    """Every committed rerun comparison (``trace_determinism-*.json``: a diverged run rerun on another
+    machine, its rounds beside the stored ones), in file-name order."""
+    return [json.loads(path.read_text()) for path in sorted(Path(folder).glob(f"{DETERMINISM_PREFIX}*.json"))]
+
+
+def determinism_check_text(check: dict) -> str:
+    """A rerun comparison in words: where the rerun left the stored run, and how far it got."""
+    from ...cpuinfo import machine_text
+
+    rows = [c for c in check["comparison"] if c.get("stored")]
+    same = [c["round"] for c in rows if c.get("identical")]
+    first = next((c for c in rows if not c.get("identical")), None)
+    last = rows[-1] if rows else None
+    settings = ", ".join(f"{k}={v}" for k, v in check["rerun"].get("environment_variables", {}).items()
+                         if k != "OMP_NUM_THREADS")
+    name = METHOD_NAMES.get(check["algorithm"], check["algorithm"])
+    stored = machine_text(check["stored_environment"].get("device_name"))
+    text = (f"{name}, {check['partition']}, seed {check['seed']} diverged in round {check['stored_round']} on {stored}. "
+            f"Rerun on {machine_text(check['rerun']['device_name'])}, one thread{f', {settings}' if settings else ''}: ")
+    if first is None:
+        text += f"all {len(rows)} rounds compared agree with the stored run exactly"
+    else:
+        agree = "agree" if len(same) > 1 else "agrees"
+        text += (f"round{'s' if len(same) != 1 else ''} {', '.join(map(str, same)) or 'none'} {agree} with the stored "
+                 f"run exactly (all 100 client accuracies), round {first['round']} differs in "
+                 f"{first['clients_differing']} of them")
+        if last is not None and last is not first:
+            text += f" and round {last['round']} in {last['clients_differing']}"
+    passed = check.get("passed_round_without_diverging")
+    if passed and passed >= check["stored_round"]:
+        text += (f"; the rerun passed round {passed} without diverging. Rounding-level differences grow into "
+                 "another run within a few rounds, and that run does not diverge where the stored one did: at "
+                 "this learning rate the config sits at the edge of stability, whether and when a run crosses it "
+                 "depends on rounding-level differences, and no rerun elsewhere can show the stored blow-up step by step")
+    return text + "."
