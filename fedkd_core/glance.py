@@ -161,10 +161,10 @@ def by_paper(table: pd.DataFrame, ledger: pd.DataFrame, warnings: dict[str, str]
 
 # Each paper's headline claims (the ledger's claim names, or their start): the landing page's first
 # table shows these, with our word and effect; every claim follows, paper by paper.
-HEADLINES = {"KnFu": ("KnFu > FedMD (MNIST", "KnFu > FedMD (CIFAR-10"),
-             "FedCKD": ("FedCKD best of the methods run", "FedCKD > pFedSD"),
+HEADLINES = {"KnFu": ("KnFu > FedMD (MNIST",),
+             "FedCKD": ("FedCKD best of the methods run",),
              "FedUA": ("FedUA > FedDF > FedAvg",),
-             "FedGMKD": ("FedGMKD has the best global accuracy", "FedGMKD beats FedAvg")}
+             "FedGMKD": ("FedGMKD has the best local accuracy",)}
 WORDS_LINK = "chapters/claims.html#what-the-words-mean"
 
 
@@ -210,7 +210,7 @@ def knfu_headline() -> str:
     "" without its records."""
     from .chapters import knfu
 
-    return knfu.tuning_finding_text(knfu.tuning_finding())
+    return knfu.tuning_finding_text(knfu.tuning_finding(), short=True)
 
 
 def first_screen(ledger: pd.DataFrame, headline: str = "", notes: dict[str, str] | None = None) -> str:
@@ -221,7 +221,7 @@ def first_screen(ledger: pd.DataFrame, headline: str = "", notes: dict[str, str]
     rows = headline_rows(pd.concat([with_holm(r) for _, r in ledger.groupby("chapter", sort=False)]))
     table = verdict_rows_html(rows, lambda row: f"chapters/{row.section}", verdict_header="our verdict",
                               caveats=notes, paper_names=True, words_link=WORDS_LINK)
-    lead = f'<p class="fedkd-headline"><b>KnFu\'s lead is mostly tuning.</b> {escape(headline)}</p>' if headline else ""
+    lead = f'<p class="fedkd-headline"><b>KnFu: the lead is mostly tuning.</b> {escape(headline)}</p>' if headline else ""
     return (lead + "\n\n" + table + "\n\n")
 
 

@@ -14,10 +14,8 @@
 # %% [markdown]
 # # Claims: what holds up
 #
-# Every claim the four papers make about their tables, judged from the records this book has
-# committed, never from a number typed into a page: one row per claim, our word and effect
-# (accuracy points, 95% interval), the paper's own tables judged the same way; ▸ details opens a
-# claim's fine print, and [what the words mean](#what-the-words-mean) follows the table.
+# Every claim of the four papers, judged from the committed records: our word and effect (points,
+# 95% interval) beside the paper's tables judged alike. [What the words mean](#what-the-words-mean).
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -31,8 +29,8 @@ from fedkd_core.chapters import knfu, ledger, notebook_params
 params = notebook_params(ledger.Params, globals())
 plots.use_book_style()
 table = ledger.ledger()
-if finding := knfu.tuning_finding_text(knfu.tuning_finding()):
-    display(HTML(f'<p class="fedkd-headline"><b>KnFu\'s lead is mostly tuning.</b> {finding}</p>'))
+if finding := knfu.tuning_finding_text(knfu.tuning_finding(), short=True):
+    display(HTML(f'<p class="fedkd-headline"><b>KnFu: the lead is mostly tuning.</b> {finding}</p>'))
 display(HTML(ledger.verdict_rows_html(table, lambda row: ledger.claims_page_link(row), caveats=glance.caveats(short=True),
                                       paper_names=True, words_link="#what-the-words-mean")))
 

@@ -162,7 +162,7 @@ def test_the_best_round_is_a_diagnostic_the_landing_page_gives_no_word():
 def test_effects_print_at_one_precision():
     assert ledger.one_precision("+0.3383 [+0.0001, +0.6765]") == "+0.34 [+0.00, +0.68]"
     assert ledger.one_precision("+4.81 [+3.94, +5.7]") == "+4.8 [+3.9, +5.7]"
-    assert ledger.one_precision("-0.96 [-1.5, -0.4]") == "-0.96 [-1.50, -0.40]"
+    assert ledger.one_precision("+0.40 [-0.20, +1.10]") == "+0.4 [-0.2, +1.1]"  # two only where all are under a point
     assert ledger.one_precision("—") == "—"
 
 
@@ -201,7 +201,7 @@ def test_a_caveat_and_diverged_runs_stay_visible_beside_the_verdict():
     shown = html.partition("<details")[0]
     assert "the server distils 1 epoch" in shown
     diverged = ledger.verdict_rows_html(row, lambda r: "x.html").partition("<details")[0]
-    assert "diverged runs counted as failures; left out: holds, +0.50 [+0.10, +0.90]" in diverged
+    assert "with the diverged runs left out: holds, +0.50 [+0.10, +0.90]" in diverged
 
 
 def test_the_first_screen_shows_each_papers_headline_claims():
@@ -213,3 +213,15 @@ def test_the_first_screen_shows_each_papers_headline_claims():
     page = glance.first_screen(rows, "The lead falls.", {"FedUA": "the server distils 1 epoch"})
     assert page.index("The lead falls.") < page.index("<table") and "FedUA beats FedDF, which beats FedAvg" in page
     assert "BALD" not in page
+
+
+def test_a_box_groups_claims_that_share_a_qualifier_and_the_paper_cell_folds_its_detail():
+    rows = ledger.with_holm(pd.concat([_judged_row(), _judged_row(claim="KnFu > Selective-FD (MNIST, schedules tuned)"),
+                                       _judged_row(claim="Local ≥ every sharing method (CIFAR-10, as coded)",
+                                                   paper="holds, +0.74 (Holm-corrected: 3 hold; no spread printed)")],
+                                      ignore_index=True))
+    html = ledger.verdict_rows_html(rows, lambda row: "x.html", grouped=True)
+    assert html.count('class="fedkd-group"') == 1 and ">MNIST, schedules tuned</td>" in html
+    assert ">KnFu beats FedMD</a>" in html and "Local does at least as well as every sharing method (CIFAR-10, as coded)" in html
+    shown = html.replace(html[html.rindex("<details"):html.rindex("</details>")], "")
+    assert "holds, +0.74 <small>(no spread printed)</small>" in html and "Holm-corrected: 3 hold" not in shown

@@ -197,7 +197,7 @@ def box_rows_html(rows: pd.DataFrame, module=None, headline: str = "", caveat: s
     the records in one fold; a link to what the words mean."""
     if caveat is None:
         caveat = module.read_at_scale() if module is not None and hasattr(module, "read_at_scale") else ""
-    table = verdict_rows_html(rows, lambda row: claim_anchor(row.section), table_class="verdict-box")
+    table = verdict_rows_html(rows, lambda row: claim_anchor(row.section), table_class="verdict-box", grouped=True)
     family = holm_count(rows)
     evidence = [str(e) for e in rows.evidence if e not in ("—", NO_RECORDS)]
     scales = list(dict.fromkeys(str(s) for s in rows.scale if s != "—"))
@@ -292,14 +292,15 @@ NUMBER = re.compile(r"(?<![\w.])([+\-−]?)(\d+\.\d+)")
 
 
 def one_precision(text) -> str:
-    """An effect text at the book's one precision, read off its first number: one decimal, two where
-    that number is under a point ("+0.3383 [+0.0001, +0.6765]" -> "+0.34 [+0.00, +0.68]",
-    "+4.81 [+3.9, +5.7]" -> "+4.8 [+3.9, +5.7]"); other text as it is."""
+    """An effect text at the book's one precision (as :meth:`fedkd_core.verdict_cells.Interval.text`
+    prints it, without its extra decimals for a bound near zero): one decimal, two where every number
+    is under a point ("+0.3383 [+0.0001, +0.6765]" -> "+0.34 [+0.00, +0.68]", "+0.40 [-0.20, +1.10]"
+    -> "+0.4 [-0.2, +1.1]"); other text as it is."""
     text = str(text)
-    first = NUMBER.search(text)
-    if not first:
+    numbers = [float(m.group(2)) for m in NUMBER.finditer(text)]
+    if not numbers:
         return text
-    digits = 1 if float(first.group(2)) >= 1 else 2
+    digits = 2 if all(abs(round(n, 2)) < 1 for n in numbers) else 1
     return NUMBER.sub(lambda m: f"{m.group(1)}{float(m.group(2)):.{digits}f}", text)
 
 
@@ -339,6 +340,7 @@ def fine_print(row, robustness: bool = True) -> list[str]:
              "; ".join(one_precision(part) for part in readings_text(row).split("; ")).replace(
                  "between cells", "spread between cells"),
              f"beside the paper: {_has(row, 'versus paper')}" if _has(row, "versus paper") else "",
+             f"the paper's tables: {paper_parts(row.get('paper', ''))[1]}" if paper_parts(row.get("paper", ""))[1] else "",
              f"judged with the chapter's other claims (Holm): {family.removeprefix(HOLM_MARK).strip()}" if family else "",
              f"best round (a diagnostic, no word): {one_precision(_has(row, 'best round').removeprefix('diagnostic, no verdict: '))}"
              if _has(row, "best round") else "",
@@ -358,9 +360,18 @@ def verdict_cell(row) -> str:
             f"{holm}" + (f' <span class="fedkd-effect">{escape(effect)}</span>' if effect else ""))
 
 
+def paper_parts(text) -> tuple[str, str]:
+    """The paper's verdict text split into what a row shows ("holds, +0.74") and its bracketed
+    detail ("Holm-corrected: 3 hold, ...; no spread printed"), which the fine print takes."""
+    text = str(text)
+    shown, bracket, rest = text.partition(" (")
+    return (shown, rest.removesuffix(")")) if bracket else (text, "")
+
+
 def paper_cell(row) -> str:
     """The paper's own word on its tables, with its effect at one precision."""
-    return escape(one_precision(row.paper))
+    shown, detail = paper_parts(row.paper)
+    return escape(one_precision(shown)) + (" <small>(no spread printed)</small>" if "no spread" in detail else "")
 
 
 def claim_cell(row, href: str, caveat: str = "", robustness: bool = True, words_link: str = WORDS_SECTION) -> str:
@@ -368,7 +379,7 @@ def claim_cell(row, href: str, caveat: str = "", robustness: bool = True, words_
     how the verdict reads (the diverged runs, the chapter's scale), and the fine print folded."""
     lines = fine_print(row, robustness)
     left = failures_left_out(row)
-    visible = caveat or (f"diverged runs counted as failures; left out: {one_precision(left)}" if left else "")
+    visible = caveat or (f"with the diverged runs left out: {one_precision(left)}" if left else "")
     details = ("" if not lines else '<details class="fedkd-fine"><summary> ▸ details</summary><ul>'
                + "".join(f"<li>{escape(line)}</li>" for line in lines)
                + f'<li><a href="{escape(words_link)}">what the words mean</a></li>'
@@ -377,16 +388,39 @@ def claim_cell(row, href: str, caveat: str = "", robustness: bool = True, words_
             + (f'<br><small class="fedkd-caveat">{escape(visible)}</small>' if visible else "") + details)
 
 
+QUALIFIER = re.compile(r"^(.*?) \(([^()]*(?:\([^()]*\))?[^()]*)\)$")
+
+
+def qualifier_groups(claims) -> list[str]:
+    """Per claim, the bracketed qualifier that ends it where two claims or more share it ("MNIST,
+    schedules tuned"), else "": a box groups such claims under one heading row."""
+    found = [QUALIFIER.match(str(c)) for c in claims]
+    names = [m.group(2) if m else "" for m in found]
+    return [n if n and names.count(n) > 1 else "" for n in names]
+
+
 def verdict_rows_html(rows: pd.DataFrame, href, claim_header: str = "claim", verdict_header: str = "verdict",
                       caveats: dict[str, str] | None = None, paper_names: bool = False, robustness: bool = True,
-                      words_link: str = WORDS_SECTION, table_class: str = "") -> str:
+                      words_link: str = WORDS_SECTION, table_class: str = "", grouped: bool = False) -> str:
     """Rows of the ledger as the book's verdict table: per claim its plain sentence (linked by
     ``href(row)``), our word and effect, the paper's; ``caveats``: per chapter, a caveat shown under
-    each of its claims; ``paper_names``: a first column naming the paper (the Claims page)."""
+    each of its claims; ``paper_names``: a first column naming the paper (the Claims page);
+    ``grouped``: claims that end in the same bracketed qualifier sit under one heading row naming
+    it, without it (a chapter's box)."""
     from ..tables import TABLE_CLASS
 
     body = []
-    for _, row in rows.iterrows():
+    groups = qualifier_groups(rows.claim) if grouped else [""] * len(rows)
+    current = None
+    width = 4 if paper_names else 3
+    for group, (_, row) in zip(groups, rows.iterrows()):
+        if grouped and group != current:
+            current = group
+            if group:
+                body.append(f'<tr class="fedkd-group"><td colspan="{width}">{escape(group)}</td></tr>')
+        if group:
+            row = row.copy()
+            row["claim"] = QUALIFIER.match(str(row.claim)).group(1)
         claim = claim_cell(row, href(row), (caveats or {}).get(row.chapter, ""), robustness, words_link)
         cells = ([escape(str(row.chapter))] if paper_names else []) + [claim, verdict_cell(row), paper_cell(row)]
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")

@@ -254,16 +254,12 @@ def tuning_finding_text(finding: pd.DataFrame, short: bool = False) -> str:
     numbers' origin. "" without tuned records."""
     if finding is None or not len(finding):
         return ""
-    parts = [f"from {_points(row['as first coded'])} to {_points(row['equal budget'])} points on {row.dataset}"
-             if i == 0 else f"from {_points(row['as first coded'])} to {_points(row['equal budget'])} on {row.dataset}"
-             for i, (_, row) in enumerate(finding.iterrows())]
+    parts = [f"from {_points(row['as first coded'])} to {_points(row['equal budget'])}"
+             + (" points" if i == 0 else "") + f" on {row.dataset}" for i, (_, row) in enumerate(finding.iterrows())]
     paper = " and ".join(_points(v) for v in finding["paper"] if v == v)
-    text = ("With every method given an equal tuning budget (the same eight round schedules, chosen on a "
-            "validation split), KnFu's lead over FedMD falls " + " and ".join(parts)
-            + " (the same cells and seeds as first coded, every cell counted; the verdicts count the cells that "
-            "converged)")
-    if paper and not short:
-        text += f"; the paper reports {paper} on those cells"
-    elif paper:
-        text += f" (paper: {paper})"
+    text = ("KnFu's lead over FedMD falls " + " and ".join(parts)
+            + " once every method gets the same tuning budget (every cell counted"
+            + ("" if short else ", as first coded and tuned on the same seeds") + ")")
+    if paper:
+        text += f"; the paper reports {paper}"
     return text + "."
