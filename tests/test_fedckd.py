@@ -509,7 +509,7 @@ def test_each_claim_is_judged_on_the_runs_it_compares_only(monkeypatch):
 
     judged_with = []
 
-    def judged(records, scale, enforce_gate):
+    def judged(records, scale, enforce_gate, failures=None):
         judged_with.append(len(records))
         return pd.DataFrame({"claim": ["FedCKD > pFedSD", claims.ANNEALING_CLAIM], "verdict": [len(records)] * 2,
                              "note": ["", ""]})
