@@ -46,7 +46,7 @@ def cell_text(value, digits: int = 1) -> str:
     if isinstance(value, numbers.Integral):
         return str(int(value))
     if isinstance(value, numbers.Real):
-        return f"{float(value) + 0.0:.{digits}f}"
+        return f"{round(float(value), digits) + 0.0:.{digits}f}"  # -0.04 at one decimal is 0.0, not -0.0
     return str(value)
 
 

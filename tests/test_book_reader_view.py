@@ -205,7 +205,8 @@ def test_the_visible_text_has_no_nan_none_or_overprecise_effects(reader_pages):
     problems = []
     for name, found in reader_pages.items():
         text = found["text"]
-        for label, pattern in (("nan", re.compile(r"\bnan\b", re.I)), ("None", re.compile(r"\bNone\b")),
+        # "nan" as a value; a sentence saying that a run's loss became NaN is prose, not a missing number
+        for label, pattern in (("nan", re.compile(r"(?<!became )(?<!is )\bnan\b", re.I)), ("None", re.compile(r"\bNone\b")),
                                ("an effect to four decimals", EFFECT_FOUR_DECIMALS), ("-0.0", MINUS_ZERO)):
             hits = [text[max(0, m.start() - 40):m.end() + 20].replace("\n", " ") for m in pattern.finditer(text)]
             if hits:
@@ -219,8 +220,8 @@ def test_knfu_tuning_finding_stands_on_the_landing_and_claims_pages(reader_pages
     reach: named in the text, with numbers computed from the records."""
     for name in ("intro", "claims", "knfu"):
         text = reader_pages[name]["text"]
-        assert re.search(r"equal tuning budget", text), f"{name}: KnFu's tuning finding is not on the page"
-        assert re.search(r"as first coded[^.]{0,80}[+\-−]\d", text), f"{name}: the lead as first coded is not given"
+        assert re.search(r"(same|equal) tuning budget", text), f"{name}: KnFu's tuning finding is not on the page"
+        assert re.search(r"KnFu's lead over FedMD falls from [+\-−]\d", text), f"{name}: the lead as first coded is not given"
 
 
 def test_page_heights_are_reported(reader_pages, capsys):

@@ -137,3 +137,18 @@ def test_a_short_one_word_header_stays_whole_and_longer_ones_may_wrap():
     assert '<th><span class="fedkd-word">clients</span></th>' in text
     assert '<th><span class="fedkd-word">final</span></th>' in text
     assert "<th>gate at round 15</th>" in text and "<th>participation_<wbr>rate</th>" in text
+
+
+def test_a_value_that_rounds_to_zero_prints_without_a_minus_sign():
+    from fedkd_core.tables import cell_text
+
+    assert cell_text(-0.04) == "0.0" and cell_text(-0.004, 2) == "0.00" and cell_text(-0.06) == "-0.1"
+
+
+def test_every_table_sits_in_a_box_that_scrolls_when_it_is_wider_than_the_column():
+    import pandas as pd
+
+    from fedkd_core.tables import html
+
+    page = html(pd.DataFrame({"a": [1.0]}))
+    assert page.startswith('<div class="fedkd-scroll"><table class="fedkd-table">') and "</table></div>" in page
