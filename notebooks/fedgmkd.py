@@ -16,7 +16,7 @@
 #
 # FedGMKD (Zhang, Shan, Han) claims that sharing Gaussian-mixture prototypes per class (CKF) and
 # weighting clients by how far their predictions stray (DAT) beats eight prototype and
-# distillation baselines. Our verdict on each claim, from the committed runs:
+# distillation baselines.
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"

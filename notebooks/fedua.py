@@ -16,7 +16,7 @@
 #
 # FedUA (Lee and Wu) claims that weighting each teacher by how familiar a sample is to it, and
 # distilling only where the teachers disagree, beats FedDF's plain ensemble distillation under
-# label skew. Our verdict on each claim, from the committed runs:
+# label skew.
 
 # %% tags=["parameters", "remove-input"]
 profile = "smoke"
@@ -483,7 +483,10 @@ if len(history):
 cells_shown = ledger.show_cell_verdicts(chapter, records)
 
 # %% [markdown]
-# ## Robustness to what the paper leaves open
+# ## Earlier design: robustness to what the paper leaves open
+#
+# *Folded: this grid ran on a design of the reduced profile the verdicts no longer use, and every
+# claim reads "untested at this scale" under every variant; open the output below to read it.*
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedUA's paper states neither the server's optimiser settings, the distillation temperature, the sample ratio of Tables 2-3, nor how the densities become weights. The
 # robustness grid (`fedua.ROBUSTNESS`, as data in `fedkd_core/chapters/fedua/robustness.py`) reruns the claims'
@@ -501,7 +504,7 @@ cells_shown = ledger.show_cell_verdicts(chapter, records)
 # (`python -m fedkd_core.sweep fedua --params notebooks/params/robustness/fedua.yaml --robustness
 # --workers 2`); the [Claims page](claims.ipynb) gathers all four chapters.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 from fedkd_core.chapters import robustness  # noqa: E402
 
 robustness_table = robustness.show(chapter, "fedua")

@@ -10,7 +10,7 @@ what the first screen and the column show a reader:
   table): no cut equation, table or printed line;
 - every figure is shown at 72% of its size or more (its 11 pt tick labels stay 10 px or more) and
   carries an alt text that describes it, not its file name;
-- the visible text has no "nan", no "None" and no effect printed to four decimals or as "-0.0".
+- the visible text has no "nan", no "None" and no effect printed to four decimals; a verdict row no "-0.0".
 
 The book is built once per session from every chapter executed with its smoke defaults, the way
 tests/test_book_browser.py builds it, but reading the committed records (a throw-away results
@@ -65,14 +65,18 @@ window.addEventListener("load", () => setTimeout(() => {
       if (style.overflowX === "hidden" && a.scrollWidth > a.clientWidth + 1) return false;  // cut, not scrolled
     } return false; };
   const wide = [];
-  for (const el of article.querySelectorAll("table, pre, img, svg, mjx-container, p, li, h1, h2, h3, div.cell_output > div")) {
+  for (const el of article.querySelectorAll('table, pre, img, svg, mjx-container[display="true"], p, li, h1, h2, h3, div.cell_output > div')) {
     if (!visible(el)) continue;
     const r = el.getBoundingClientRect();
-    const cut = el.scrollWidth > el.clientWidth + 1 && ["hidden", "clip"].includes(getComputedStyle(el).overflowX);
-    if ((r.right > column.right + 1 && !scrolls(el)) || cut)
+    const overflow = getComputedStyle(el).overflowX;
+    const cut = el.scrollWidth > el.clientWidth + 1 && ["hidden", "clip"].includes(overflow);
+    // content that runs past the element's own box (an equation wider than its container) counts
+    const right = ["auto", "scroll"].includes(overflow) ? r.right : Math.max(r.right, r.left + el.scrollWidth);
+    if ((right > column.right + 1 && !scrolls(el)) || cut)
       wide.push(`${el.tagName.toLowerCase()} ${Math.round(r.width)} px wide, right edge ${Math.round(r.right)} ` +
                 `(column ${Math.round(column.left)}-${Math.round(column.right)})${cut ? ", cut" : ""}: ` +
-                (el.innerText || el.getAttribute("alt") || "").trim().slice(0, 50));
+                (el.tagName === "MJX-CONTAINER" ? "a display equation" : (el.innerText || el.getAttribute("alt") || "")
+                 .replace(/\s+/g, " ").trim().slice(0, 50)));
   }
   const images = [...article.querySelectorAll("img")].filter(i => i.naturalWidth > 0).map(i => ({
       src: i.getAttribute("src").split("/").pop(), alt: i.getAttribute("alt") || "",
@@ -80,7 +84,8 @@ window.addEventListener("load", () => setTimeout(() => {
   document.body.setAttribute("data-reader", JSON.stringify({
     height: document.documentElement.scrollHeight, column: Math.round(column.width),
     firstWord: words.length ? {word: words[0].innerText.trim(), top: top(words[0]), bottom: bottom(words[0])} : null,
-    boxWords: boxWords.map(w => bottom(w)), text: article.innerText, wide, images}));
+    boxWords: boxWords.map(w => bottom(w)), text: article.innerText, wide, images,
+    verdictText: [...article.querySelectorAll("table.fedkd-verdicts, p.fedkd-headline")].map(t => t.innerText).join("\n")}));
 }, 3000));
 </script>
 """
@@ -202,12 +207,15 @@ MINUS_ZERO = re.compile(r"(?<![\d.])[-−]0\.0+(?![\d])")
 
 
 def test_the_visible_text_has_no_nan_none_or_overprecise_effects(reader_pages):
+    """Anywhere on a page: no "nan", "None" or effect to four decimals. In the verdict rows (and
+    KnFu's headline), which print effects at one precision, no "-0.0" either."""
     problems = []
     for name, found in reader_pages.items():
-        text = found["text"]
-        # "nan" as a value; a sentence saying that a run's loss became NaN is prose, not a missing number
-        for label, pattern in (("nan", re.compile(r"(?<!became )(?<!is )\bnan\b", re.I)), ("None", re.compile(r"\bNone\b")),
-                               ("an effect to four decimals", EFFECT_FOUR_DECIMALS), ("-0.0", MINUS_ZERO)):
+        checks = [(found["text"], "nan", re.compile(r"(?<!became )(?<!is )\bnan\b", re.I)),  # not "the loss became nan"
+                  (found["text"], "None", re.compile(r"\bNone\b")),
+                  (found["text"], "an effect to four decimals", EFFECT_FOUR_DECIMALS),
+                  (found.get("verdictText", ""), "-0.0 in a verdict row", MINUS_ZERO)]
+        for text, label, pattern in checks:
             hits = [text[max(0, m.start() - 40):m.end() + 20].replace("\n", " ") for m in pattern.finditer(text)]
             if hits:
                 problems.append(f"{name}: {label} {len(hits)} times, e.g. {hits[0]!r}")

@@ -160,7 +160,9 @@ def test_the_best_round_is_a_diagnostic_the_landing_page_gives_no_word():
 
 
 def test_effects_print_at_one_precision():
-    assert ledger.one_precision("+0.3383 [+0.0001, +0.6765]") == "+0.34 [+0.00, +0.68]"
+    assert ledger.one_precision("+0.3383 [+0.0001, +0.6765]") == "+0.34 [+0.000, +0.68]"
+    assert ledger.one_precision("+1.03 [-0.03, +2.08]") == "+1.0 [-0.03, +2.1]"  # a bound is never printed "-0.0"
+    assert ledger.one_precision("-0.00 [-0.77, +0.77]") == "0.00 [-0.77, +0.77]"
     assert ledger.one_precision("+4.81 [+3.94, +5.7]") == "+4.8 [+3.9, +5.7]"
     assert ledger.one_precision("+0.40 [-0.20, +1.10]") == "+0.4 [-0.2, +1.1]"  # two only where all are under a point
     assert ledger.one_precision("—") == "—"

@@ -294,14 +294,24 @@ NUMBER = re.compile(r"(?<![\w.])([+\-−]?)(\d+\.\d+)")
 def one_precision(text) -> str:
     """An effect text at the book's one precision (as :meth:`fedkd_core.verdict_cells.Interval.text`
     prints it, without its extra decimals for a bound near zero): one decimal, two where every number
-    is under a point ("+0.3383 [+0.0001, +0.6765]" -> "+0.34 [+0.00, +0.68]", "+0.40 [-0.20, +1.10]"
-    -> "+0.4 [-0.2, +1.1]"); other text as it is."""
+    is under a point ("+0.3383 [+0.0001, +0.6765]" -> "+0.34 [+0.000, +0.68]", "+0.40 [-0.20, +1.10]"
+    -> "+0.4 [-0.2, +1.1]"), a bound that is not zero with the decimals that show it (up to 3), never
+    "-0.0"; other text as it is."""
     text = str(text)
     numbers = [float(m.group(2)) for m in NUMBER.finditer(text)]
     if not numbers:
         return text
     digits = 2 if all(abs(round(n, 2)) < 1 for n in numbers) else 1
-    return NUMBER.sub(lambda m: f"{m.group(1)}{float(m.group(2)):.{digits}f}", text)
+
+    def number(m) -> str:  # a bound that is not zero keeps the decimals that show it (up to 3): -0.03, not -0.0
+        value = float(m.group(2))
+        places = digits
+        while value and round(value, places) == 0 and places < 3:
+            places += 1
+        shown = f"{value:.{places}f}"
+        return (m.group(1) if float(shown) or m.group(1) == "+" else "") + shown
+
+    return NUMBER.sub(number, text)
 
 
 # The claims as a student reads them: "A > B" as a sentence; the qualifier in brackets stays.
