@@ -85,7 +85,7 @@ window.addEventListener("load", () => setTimeout(() => {
     height: document.documentElement.scrollHeight, column: Math.round(column.width),
     firstWord: words.length ? {word: words[0].innerText.trim(), top: top(words[0]), bottom: bottom(words[0])} : null,
     boxWords: boxWords.map(w => bottom(w)), text: article.innerText, wide, images,
-    verdictText: [...article.querySelectorAll("table.fedkd-verdicts, p.fedkd-headline")].map(t => t.innerText).join("\n")}));
+    verdictText: [...article.querySelectorAll("table.fedkd-verdicts, p.fedkd-headline")].map(t => t.innerText).join(" | ")}));
 }, 3000));
 </script>
 """
