@@ -207,7 +207,16 @@ def figure_data(prefix: Path, extra: dict | None = None) -> dict:
                                 on="round")
     data["rounds"] = json.loads(per_round.to_json(orient="records"))
     if bad.empty:
-        data["finding"] = {"diverged": False, "rounds_traced": int(steps["round"].max())}
+        top = steps.loc[steps.loss.idxmax()]
+        r, k = int(top["round"]), int(top.client)
+        update = steps[(steps["round"] == r) & (steps.client == k)]
+        data["finding"] = {"diverged": False, "rounds_traced": int(steps["round"].max()), "spike": {
+            "round": r, "client": k, "step": int(top.step),
+            **{s: float(top[s]) for s in ("loss", "grad_norm", "max_logit", "update_norm")},
+            "median": {s: float(steps[s].median()) for s in ("loss", "grad_norm", "max_logit", "update_norm")},
+            "client_earlier_rounds": sorted(int(x) for x in steps[(steps.client == k) & (steps["round"] < r)]["round"].unique()),
+            "loss_before": float(update[update.step < top.step].loss.min()),
+            "max_logit_before": float(update[update.step < top.step].max_logit.max())}}
         return data
     first = bad.iloc[0]
     round_b, client_b, step_b = int(first["round"]), int(first.client), int(first.step)

@@ -92,7 +92,10 @@ def test_a_rerun_that_did_not_diverge_says_so_and_where_it_left_the_stored_run(t
     summary["comparison"][1]["identical"] = False
     (tmp_path / "trace-rounds.json").write_text(json.dumps(summary))
     data = module.figure_data(prefix)
-    assert data["finding"] == {"diverged": False, "rounds_traced": 2}
+    assert data["finding"]["diverged"] is False and data["finding"]["rounds_traced"] == 2
+    spike = data["finding"]["spike"]  # the step of the largest loss, with the client's history
+    assert spike["loss"] == 0.5 and spike["client_earlier_rounds"] in ([], [1])
+    assert f"Its worst step: client {spike['client']} in round {spike['round']}" in divergence.trace_text(data)
     assert "1 of the 2 recorded rounds agree exactly" in divergence.trace_text(data)
     assert "the first to differ is round 2" in divergence.trace_text(data)
     figure = divergence.plot_trace(data)  # every round's largest values, the stored divergence marked

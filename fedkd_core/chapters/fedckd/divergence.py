@@ -135,7 +135,22 @@ def trace_text(trace: dict) -> str:
     the values at the steps before."""
     finding = trace["finding"]
     if not finding.get("diverged"):
-        return determinism_text(trace)
+        spike = finding.get("spike")
+        if not spike:
+            return determinism_text(trace)
+        med = spike["median"]
+        first = "its first update (its body still the initial one)" if not spike["client_earlier_rounds"] else \
+            f"an update after round{'s' if len(spike['client_earlier_rounds']) > 1 else ''} " \
+            f"{', '.join(map(str, spike['client_earlier_rounds']))}"
+        return (f"{determinism_text(trace)} Its worst step: client {spike['client']} in round {spike['round']}, "
+                f"{first}, local step {spike['step']}: loss {spike['loss']:.3g} (median step {med['loss']:.2g}), "
+                f"gradient norm {spike['grad_norm']:.3g} (median {med['grad_norm']:.2g}), largest |logit| "
+                f"{spike['max_logit']:.3g} (median {med['max_logit']:.2g}), update {spike['update_norm']:.2g} "
+                f"(median {med['update_norm']:.2g}). Before it the client's loss had fallen to "
+                f"{spike['loss_before']:.2g} while its logits kept growing (to {spike['max_logit_before']:.3g}) under "
+                "momentum 0.9: with two classes, cross-entropy is satisfied by ever larger logits, and one sample on "
+                "the wrong side then costs a loss and a gradient of that size. This run recovered; the stored run's "
+                "non-finite loss fits a larger spike of this kind, which a rerun that parts from it cannot show.")
     baseline, window = trace["baseline"], trace["window"]
     order = list(finding["first_past_baseline"].items())
     classes = ", ".join(f"{c} ({n} images)" for c, n in finding["client_classes"].items())
