@@ -227,3 +227,9 @@ def test_a_box_groups_claims_that_share_a_qualifier_and_the_paper_cell_folds_its
     assert ">KnFu beats FedMD</a>" in html and "Local does at least as well as every sharing method (CIFAR-10, as coded)" in html
     shown = html.replace(html[html.rindex("<details"):html.rindex("</details>")], "")
     assert "holds, +0.74 <small>(no spread printed)</small>" in html and "Holm-corrected: 3 hold" not in shown
+
+
+def test_a_claims_own_bracket_is_not_a_group():
+    claims = ["A has the best accuracy (those run)", "A has the best loss (those run)", "A > B (MNIST, tuned)",
+              "A > C (MNIST, tuned)"]
+    assert ledger.qualifier_groups(claims) == ["", "", "MNIST, tuned", "MNIST, tuned"]

@@ -402,11 +402,13 @@ QUALIFIER = re.compile(r"^(.*?) \(([^()]*(?:\([^()]*\))?[^()]*)\)$")
 
 
 def qualifier_groups(claims) -> list[str]:
-    """Per claim, the bracketed qualifier that ends it where two claims or more share it ("MNIST,
-    schedules tuned"), else "": a box groups such claims under one heading row."""
+    """Per claim, the bracketed qualifier that ends it where two claims or more share it and it names
+    a dataset and how it was run ("MNIST, schedules tuned"), else "": a box groups such claims under
+    one heading row."""
     found = [QUALIFIER.match(str(c)) for c in claims]
     names = [m.group(2) if m else "" for m in found]
-    return [n if n and names.count(n) > 1 else "" for n in names]
+    # a dataset and how it was run ("MNIST, schedules tuned"), not a claim's own words ("those run")
+    return [n if "," in n and names.count(n) > 1 else "" for n in names]
 
 
 def verdict_rows_html(rows: pd.DataFrame, href, claim_header: str = "claim", verdict_header: str = "verdict",
