@@ -49,14 +49,17 @@ def plot_trace(trace: dict, earlier: int = 2):
     local step, in the blow-up round (red) and in its ``earlier`` last updates before (grey), with
     the largest value any client reached in the rounds before (dashed): where the blow-up leaves what
     training had ever reached. Returns the matplotlib Figure."""
-    import matplotlib.pyplot as plt
     import numpy as np
+
+    from ...plots import grid
 
     finding = trace["finding"]
     if not finding.get("diverged"):
         return plot_rounds(trace)
     frame = steps_frame(trace)
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(3.0 * len(PANELS), 3.0), sharex=True)
+    fig, axes = grid(len(PANELS), height=3.0, per_row=2)  # the book's column: panels at most 2 a row
+    for spare in fig.axes[len(PANELS):]:  # the grid's unused slot
+        spare.remove()
     shown_earlier = [str(r) for r in finding.get("client_earlier_rounds", [])[-earlier:]]
     for ax, (column, label) in zip(axes, PANELS):
         for r in shown_earlier:
@@ -73,9 +76,9 @@ def plot_trace(trace: dict, earlier: int = 2):
         ax.set_yscale("log")
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("local step")
-    axes[0].legend(fontsize=7, loc="best")
+    axes[0].legend(loc="best")
     name = METHOD_NAMES.get(trace["algorithm"], trace["algorithm"])
-    fig.suptitle(f"{name}, {trace['partition']}, seed {trace['seed']}: client {finding['client']}'s local steps "
+    fig.suptitle(f"{name}, {trace['partition']}, seed {trace['seed']}:\nclient {finding['client']}'s local steps "
                  f"(non-finite from step {finding['step']} of round {finding['round']})", fontsize=10)
     fig.tight_layout()
     return fig
@@ -85,10 +88,12 @@ def plot_rounds(trace: dict):
     """The figure of a rerun that did not diverge: each quantity of :data:`PANELS`, the largest any
     client's local step reached in each round, against the round, with the round the stored run
     diverged in marked (dotted). Returns the matplotlib Figure."""
-    import matplotlib.pyplot as plt
+    from ...plots import grid
 
     rounds = pd.DataFrame(trace["rounds"])
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(3.0 * len(PANELS), 3.0), sharex=True)
+    fig, axes = grid(len(PANELS), height=3.0, per_row=2)  # the book's column: panels at most 2 a row
+    for spare in fig.axes[len(PANELS):]:  # the grid's unused slot
+        spare.remove()
     for ax, (column, label) in zip(axes, PANELS):
         ax.plot(rounds["round"], rounds[f"max_{column}"], color="tab:blue", lw=1.2)
         if trace.get("stored_round"):
@@ -96,9 +101,9 @@ def plot_rounds(trace: dict):
         ax.set_yscale("log")
         ax.set_title(f"{label}, largest per round", fontsize=10)
         ax.set_xlabel("round")
-    axes[0].legend(fontsize=7, loc="best")
+    axes[0].legend(loc="best")
     name = METHOD_NAMES.get(trace["algorithm"], trace["algorithm"])
-    fig.suptitle(f"{name}, {trace['partition']}, seed {trace['seed']}: the rerun, every client's local steps "
+    fig.suptitle(f"{name}, {trace['partition']}, seed {trace['seed']}:\nthe rerun, every client's local steps "
                  f"(no divergence in {len(rounds)} rounds)", fontsize=10)
     fig.tight_layout()
     return fig
