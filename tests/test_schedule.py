@@ -299,7 +299,7 @@ def test_schedules_are_compared_on_the_same_cells_and_seeds_and_a_reversed_claim
     assert table.loc[(0.1, "FedMD"), "seeds"] == 3 and table.loc[(0.1, "FedMD"), "paper"] == pytest.approx(89.3)
     assert 0.25 not in table.index.get_level_values("alpha")
     changes = knfu.verdict_changes(coded, tuned).set_index("claim")
-    assert changes.loc["KnFu > FedMD", "as coded"].startswith("holds")
-    assert changes.loc["KnFu > FedMD", "tuned"].startswith("does not hold")
+    assert changes.loc["KnFu > FedMD", knfu.tuning.CODED_VERDICT].startswith("holds")
+    assert changes.loc["KnFu > FedMD", knfu.tuning.TUNED_VERDICT].startswith("does not hold")
     assert changes.loc["KnFu > FedMD", "verdict changed"] == "yes"
     assert knfu.verdict_changes(coded, []).empty

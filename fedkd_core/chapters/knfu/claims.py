@@ -179,7 +179,7 @@ def untuned_reasons(claims, root=None) -> dict[str, str]:
     tuned there; and, where the claim has an MNIST counterpart, what tuning every method's schedule
     did to it there (:func:`.tuning.verdict_changes`, the chapter's "Table 1 rerun": as coded and
     tuned on the same cells and seeds)."""
-    from .tuning import verdict_changes
+    from .tuning import CODED_VERDICT, TUNED_VERDICT, verdict_changes
 
     mnist = [r for r in paper_profile_records(root) if r.config["data"]["dataset"] == "mnist"]
     changes = verdict_changes(mnist, tuned_records(root))
@@ -190,8 +190,8 @@ def untuned_reasons(claims, root=None) -> dict[str, str]:
     for claim in claims:
         base = claim.removesuffix(AS_CODED_SUFFIX)
         moved = (f"; on MNIST, on the same cells and seeds (every cell counted; {changes.loc[base, 'converged in both']} "
-                 f"converged in both), tuning every method's schedule moved it from {changes.loc[base, 'as coded']} to "
-                 f"{changes.loc[base, 'tuned']}" if base in changes.index
+                 f"converged in both), tuning every method's schedule moved it from {changes.loc[base, CODED_VERDICT]} to "
+                 f"{changes.loc[base, TUNED_VERDICT]}" if base in changes.index
                  else "; the paper makes this claim on CIFAR-10 only, so MNIST's tuned rerun does not test it")
         reasons[claim] = ("every method runs the round as first coded (a fresh Adam per phase, scored right after the "
                           "digest), tuned for none of them" + moved + rerun)

@@ -36,6 +36,8 @@ CANDIDATES = ("fresh/-/0", "fresh/0.0001/0", "fresh/-/1", "fresh/0.0001/1",
               "kept/-/0", "kept/0.0001/0", "kept/-/1", "kept/0.0001/1")
 DEFAULT = "fresh/-/0"  # the round as first coded: what the committed paper-profile records ran
 GAIN_COLUMN = "vs as first coded (points)"  # a schedule's validation ALMA less DEFAULT's
+# verdict_changes' columns: each claim's word and effect on every cell, as first coded and tuned
+CODED_VERDICT, TUNED_VERDICT = "as first coded, every cell", "tuned, every cell"
 
 
 def schedule_of(record) -> str:
@@ -174,7 +176,7 @@ def verdict_changes(coded, tuned) -> pd.DataFrame:
     chapter = sys.modules[__package__]  # the chapter package, whose claims the ledger reads
     coded = same_runs(coded, tuned)
     if not tuned:
-        return pd.DataFrame(columns=["claim", "as first coded, every cell", "tuned, every cell", "verdict changed",
+        return pd.DataFrame(columns=["claim", CODED_VERDICT, TUNED_VERDICT, "verdict changed",
                                      "converged in both", "the paper's, these cells"])
     keys = list(chapter.EFFECT_CELL_KEYS)
     one, other = (claim_gates(chapter.effects_of, chapter.observations(runs), keys, chapter.METHOD_COLUMN)
@@ -189,8 +191,8 @@ def verdict_changes(coded, tuned) -> pd.DataFrame:
         if now.word == NO_RECORDS:
             continue
         rows.append({"claim": claim,
-                     "as first coded, every cell": f"{was.word}, {one_precision(was.effect_text)}" if was else "—",
-                     "tuned, every cell": f"{now.word}, {one_precision(now.effect_text)}",
+                     CODED_VERDICT: f"{was.word}, {one_precision(was.effect_text)}" if was else "—",
+                     TUNED_VERDICT: f"{now.word}, {one_precision(now.effect_text)}",
                      "verdict changed": "yes" if was is None or was.word != now.word else "no",
                      "converged in both": f"{len(kept.get(claim, []))} of {now.cells} cells",
                      "the paper's, these cells": one_precision(paper_text(verdicts["paper"]))})
