@@ -94,7 +94,13 @@ if ledger.reruns_left(reruns):  # a status table with nothing left to run is not
 # K unit means with equal weights and K − 1 degrees of freedom, the Hartung–Knapp form of a
 # random-effects meta-analysis. Its variance carries both the seed noise and the spread between
 # cells, reported as Hedges' τ; the 95% *prediction interval* for a new cell (Higgins et al.) is
-# mean ± t(K − 2)·√(τ² + SE²). With fewer than three units the *fixed-cells* reading decides
+# mean ± t(K − 2)·√(τ² + SE²). With unit means $\bar d_1, \dots, \bar d_K$, their mean $\bar d$
+# and standard deviation $s$:
+#
+# $$\bar d \pm t_{K-1}\,\frac{s}{\sqrt K} \quad\text{(the claim)}, \qquad
+#   \bar d \pm t_{K-2}\,\sqrt{\hat\tau^2 + s^2/K} \quad\text{(a new cell)}.$$
+#
+# With fewer than three units the *fixed-cells* reading decides
 # instead (seeds random, cells fixed; Welch–Satterthwaite degrees of freedom), and the word says it
 # covers only these cells. *mixed* comes from the per-cell words after their Holm correction.
 #
