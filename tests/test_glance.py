@@ -156,7 +156,7 @@ def test_the_best_round_is_a_diagnostic_the_landing_page_gives_no_word():
     row = ledger.untestable("X", "A > B", "", "x.html#v").assign(verdict="inconclusive", **{"best round": text})
     assert glance.glance_table(row)["our verdict"].iloc[0] == "**inconclusive**"
     html = ledger.verdict_rows_html(row, lambda r: "x.html")
-    assert "best round (a diagnostic, no word): +0.05 [+0.00, +0.09]" in html.split("<details", 1)[1]
+    assert "best round (a diagnostic, no word): +0.05 [+0.003, +0.09]" in html.split("<details", 1)[1]
 
 
 def test_effects_print_at_one_precision():
