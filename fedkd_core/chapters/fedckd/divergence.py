@@ -51,15 +51,11 @@ def plot_trace(trace: dict, earlier: int = 2):
     training had ever reached. Returns the matplotlib Figure."""
     import numpy as np
 
-    from ...plots import grid
-
     finding = trace["finding"]
     if not finding.get("diverged"):
         return plot_rounds(trace)
     frame = steps_frame(trace)
-    fig, axes = grid(len(PANELS), height=3.0, per_row=2)  # the book's column: panels at most 2 a row
-    for spare in fig.axes[len(PANELS):]:  # the grid's unused slot
-        spare.remove()
+    fig, axes = _panels()
     shown_earlier = [str(r) for r in finding.get("client_earlier_rounds", [])[-earlier:]]
     for ax, (column, label) in zip(axes, PANELS):
         for r in shown_earlier:
@@ -76,24 +72,16 @@ def plot_trace(trace: dict, earlier: int = 2):
         ax.set_yscale("log")
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("local step")
-    axes[0].legend(loc="best")
-    name = METHOD_NAMES.get(trace["algorithm"], trace["algorithm"])
-    fig.suptitle(f"{name}, {trace['partition']}, seed {trace['seed']}:\nclient {finding['client']}'s local steps "
-                 f"(non-finite from step {finding['step']} of round {finding['round']})", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _finished(fig, axes, trace, f"client {finding['client']}'s local steps "
+                     f"(non-finite from step {finding['step']} of round {finding['round']})")
 
 
 def plot_rounds(trace: dict):
     """The figure of a rerun that did not diverge: each quantity of :data:`PANELS`, the largest any
     client's local step reached in each round, against the round, with the round the stored run
     diverged in marked (dotted). Returns the matplotlib Figure."""
-    from ...plots import grid
-
     rounds = pd.DataFrame(trace["rounds"])
-    fig, axes = grid(len(PANELS), height=3.0, per_row=2)  # the book's column: panels at most 2 a row
-    for spare in fig.axes[len(PANELS):]:  # the grid's unused slot
-        spare.remove()
+    fig, axes = _panels()
     for ax, (column, label) in zip(axes, PANELS):
         ax.plot(rounds["round"], rounds[f"max_{column}"], color="tab:blue", lw=1.2)
         if trace.get("stored_round"):
@@ -101,10 +89,24 @@ def plot_rounds(trace: dict):
         ax.set_yscale("log")
         ax.set_title(f"{label}, largest per round", fontsize=10)
         ax.set_xlabel("round")
+    return _finished(fig, axes, trace, f"the rerun, every client's local steps (no divergence in {len(rounds)} rounds)")
+
+
+def _panels():
+    """A figure with one panel per :data:`PANELS` entry, two a row to fit the book's column."""
+    from ...plots import grid
+
+    fig, axes = grid(len(PANELS), height=3.0, per_row=2)
+    for spare in fig.axes[len(PANELS):]:  # the grid's unused slot
+        spare.remove()
+    return fig, axes
+
+
+def _finished(fig, axes, trace: dict, what: str):
+    """``fig`` with its legend and a two-line title naming the run and ``what`` it shows."""
     axes[0].legend(loc="best")
     name = METHOD_NAMES.get(trace["algorithm"], trace["algorithm"])
-    fig.suptitle(f"{name}, {trace['partition']}, seed {trace['seed']}:\nthe rerun, every client's local steps "
-                 f"(no divergence in {len(rounds)} rounds)", fontsize=10)
+    fig.suptitle(f"{name}, {trace['partition']}, seed {trace['seed']}:\n{what}", fontsize=10)
     fig.tight_layout()
     return fig
 
