@@ -16,6 +16,8 @@
 #   (GPU_MPS=1 starts CUDA's multi-process service, so that the workers' small kernels share the GPU
 #   at once instead of in turns; if it does not start, the session goes on without it, with
 #   GPU_WORKERS_WITHOUT_MPS workers, default 4)
+#   GPU_COMMAND='...' runs that command instead of the session, once the data (and MPS) are ready, e.g.
+#   benchmarks/device_traces.sh (pFedSD's GPU divergences traced step by step)
 #   GPU_DIVERGENCE_CHECK=1 first runs benchmarks/gpu_divergence.py (why pFedSD diverged on the H200; about
 #   2 minutes outside the budget: give the session 400 s then)
 # Result files and records.tar.gz come back under $OUT: copy the result files to
@@ -77,6 +79,12 @@ if [ "${GPU_MPS:-0}" = 1 ]; then
       fi
     done
   fi
+fi
+if [ -n "${GPU_COMMAND:-}" ]; then  # a prepared check instead of the session, on the data and MPS set up above
+  bash -c "$GPU_COMMAND" 2>&1 | tee "$out/command_log.txt"
+  rc=${PIPESTATUS[0]}
+  [ "${GPU_MPS:-0}" = 1 ] && echo quit | nvidia-cuda-mps-control 2>/dev/null
+  exit "$rc"
 fi
 if [ "${GPU_DIVERGENCE_CHECK:-0}" = 1 ]; then  # benchmarks/gpu_divergence.py, about 2 minutes, before the budget starts
   python3 benchmarks/gpu_divergence.py --out "$out" 2>&1 | tee "$out/divergence_log.txt"

@@ -9,8 +9,8 @@ The run is the stored divergence's own config (its key is checked), simulated ex
 runs it (``experiment.simulate``, one thread, fp32). Nothing of the training changes: the trace
 reads values the step computes anyway, through
 
-- the loss function ``train`` calls, replaced by one that does what ``cross_entropy_loss`` does
-  (one forward, ``F.cross_entropy``) and also keeps the batch's loss, largest |logit| and labels;
+- the loss function ``train`` calls (the method's own: cross-entropy, pFedSD's CE + KD, ...), wrapped
+  to keep the batch's loss and labels, and a forward hook on the trained model for its largest |logit|;
 - torch's global optimizer step hooks, which read each step's gradient norm before the step and
   the weights and momentum after it (norms only; no tensor is written);
 - the client step (``InProcessClients.step``), to know which round and client a step is in.
@@ -37,19 +37,20 @@ import math
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fedkd_core import experiment  # noqa: E402
-from fedkd_core.algorithms.shapes import partial  # noqa: E402
 from fedkd_core.experiment import RunDiverged, config_from_dict, simulate  # noqa: E402
+from fedkd_core.randomness import mask_generator_of  # noqa: E402
 from fedkd_core.results import config_hash, device_name  # noqa: E402
+from fedkd_core.training import cross_entropy_loss  # noqa: E402
 
 # Parameter groups of pfedsd_cnn_mnist, by state-dict name prefix.
 GROUPS = {"conv1": "features.0.0.", "conv2": "features.0.3.", "fc1": "features.1.", "fc2": "features.3.",
@@ -60,6 +61,9 @@ COLUMNS = ["round", "client", "step", "epoch", "loss", "max_logit", "mean_max_lo
 
 
 class Tracer:
+    """Reads, per local step, what the step computes anyway. On a GPU every value stays on the device
+    until the step is done and comes back in one transfer (one synchronisation per step)."""
+
     def __init__(self) -> None:
         self.round = 0
         self.client = -1
@@ -68,6 +72,7 @@ class Tracer:
         self.names: dict[int, str] = {}
         self.rows: list[dict] = []
         self.pending: dict = {}
+        self.logits: torch.Tensor | None = None
         self.before: dict[int, torch.Tensor] = {}
 
     # ------------------------------------------------------------------ the client step
@@ -83,74 +88,117 @@ class Tracer:
 
         return traced_step
 
-    # ------------------------------------------------------------------ train's loss
+    # ------------------------------------------------------------------ train and its loss
     def wrap_train(self, train):
+        """``train`` with the trained model's logits kept (a forward hook) and its loss function
+        wrapped (whatever loss the method passes: cross-entropy, pFedSD's CE + KD, ...)."""
         tracer = self
 
         def traced_train(model, *args, **kwargs):
             tracer.names = {id(p): name for name, p in model.named_parameters()}
-            kwargs.setdefault("loss_fn", tracer.loss)
-            return train(model, *args, **kwargs)
+            kwargs["loss_fn"] = tracer.wrap_loss(kwargs.get("loss_fn", cross_entropy_loss))
+            handle = model.register_forward_hook(tracer.keep_logits)
+            try:
+                return train(model, *args, **kwargs)
+            finally:
+                handle.remove()
 
         return traced_train
 
-    def loss(self, model, batch):
-        logits = model(batch.x)
-        loss = F.cross_entropy(logits, batch.y)  # what training.cross_entropy_loss computes
-        with torch.no_grad():
-            top = logits.detach().abs().amax(1)
-            self.pending = {"loss": float(loss.detach()), "max_logit": float(top.max()),
-                            "mean_max_logit": float(top.mean()),
-                            "classes": int(torch.unique(batch.y).numel())}
-        return loss
+    def keep_logits(self, module, inputs, output) -> None:
+        if module.training:
+            self.logits = output
+
+    def wrap_loss(self, loss_fn):
+        tracer = self
+
+        def traced_loss(model, batch):
+            tracer.logits = None
+            loss = loss_fn(model, batch)
+            with torch.no_grad():
+                values = {"loss": loss.detach().float()}
+                if tracer.logits is not None:
+                    top = tracer.logits.detach().abs().amax(1).float()
+                    values |= {"max_logit": top.max(), "mean_max_logit": top.mean()}
+                tracer.pending = {"values": values, "classes": batch.y}
+            return loss
+
+        return traced_loss
 
     # ------------------------------------------------------------------ optimizer hooks
     def _group(self, p) -> str | None:
         name = self.names.get(id(p), "")
         return next((g for g, prefix in GROUPS.items() if name.startswith(prefix)), None)
 
+    def _sums(self, pairs) -> dict[str, torch.Tensor]:
+        """{group: sum of squares} over (group, tensor) pairs, on the tensors' device, in float64."""
+        sums: dict[str, torch.Tensor] = {}
+        for g, t in pairs:
+            if g is not None:
+                sums[g] = sums.get(g, 0) + t.detach().double().pow(2).sum()
+        return sums
+
     def pre_step(self, optimizer, args, kwargs):
-        grads = {g: 0.0 for g in GROUPS}
-        self.before = {}
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = self._group(p)
-                if g is not None:
-                    grads[g] += float(p.grad.detach().double().pow(2).sum())
-                self.before[id(p)] = p.detach().clone()
-        self.pending.update({f"grad_{g}": math.sqrt(v) for g, v in grads.items()})
-        self.pending["grad_norm"] = math.sqrt(sum(grads.values()))
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        self.pending.setdefault("values", {})
+        self.pending["grads"] = self._sums((self._group(p), p.grad) for p in params)
+        self.before = {id(p): p.detach().clone() for p in params}
 
     def post_step(self, optimizer, args, kwargs):
-        weights = {g: 0.0 for g in GROUPS}
-        updates = {g: 0.0 for g in GROUPS}
-        momentum = 0.0
-        finite = True
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                g = self._group(p)
-                if g is None:
-                    continue
-                w = p.detach().double()
-                weights[g] += float(w.pow(2).sum())
-                if id(p) in self.before:
-                    updates[g] += float((w - self.before[id(p)].double()).pow(2).sum())
-                buf = optimizer.state.get(p, {}).get("momentum_buffer")
-                if buf is not None:
-                    momentum += float(buf.double().pow(2).sum())
-                finite = finite and bool(torch.isfinite(p).all())
-        self.before = {}
+        params = [p for group in optimizer.param_groups for p in group["params"] if self._group(p) is not None]
+        weights = self._sums((self._group(p), p) for p in params)
+        updates = self._sums((self._group(p), p.detach() - self.before[id(p)]) for p in params if id(p) in self.before)
+        buffers = [optimizer.state.get(p, {}).get("momentum_buffer") for p in params]
+        momentum = self._sums(("all", b) for b in buffers if b is not None).get("all")
+        finite = torch.stack([torch.isfinite(p).all() for p in params]).all() if params else torch.tensor(True)
+        named = {**{f"value_{k}": v for k, v in self.pending.get("values", {}).items()},
+                 **{f"grad_{g}": v for g, v in self.pending.get("grads", {}).items()},
+                 **{f"weight_{g}": v for g, v in weights.items()}, **{f"update_{g}": v for g, v in updates.items()},
+                 "finite": finite}
+        if momentum is not None:
+            named["momentum"] = momentum
+        keys = list(named)
+        device = finite.device
+        numbers = torch.stack([torch.as_tensor(named[k], dtype=torch.float64, device=device) for k in keys]).tolist()
+        got = dict(zip(keys, numbers))
+        labels = self.pending.get("classes")
         row = {"round": self.round, "client": self.client, "step": self.step,
-               "epoch": self.step // self.steps_per_epoch, **self.pending,
-               "weight_norm": math.sqrt(sum(weights.values())),
-               **{f"weight_{g}": math.sqrt(v) for g, v in weights.items()},
-               "momentum_norm": math.sqrt(momentum), "update_norm": math.sqrt(sum(updates.values())),
-               **{f"update_{g}": math.sqrt(v) for g, v in updates.items()}, "finite": int(finite)}
+               "epoch": self.step // self.steps_per_epoch,
+               **{k[len("value_"):]: got[k] for k in keys if k.startswith("value_")},
+               "classes": int(torch.unique(labels).numel()) if labels is not None else None}
+        for kind, name in (("grad", "grad_norm"), ("weight", "weight_norm"), ("update", "update_norm")):
+            parts = {g: got.get(f"{kind}_{g}", 0.0) for g in GROUPS}
+            row[name] = math.sqrt(sum(parts.values()))
+            row |= {f"{kind}_{g}": math.sqrt(v) for g, v in parts.items()}
+        row["momentum_norm"] = math.sqrt(got.get("momentum", 0.0))
+        row["finite"] = int(got["finite"])
+        self.before = {}
         self.rows.append(row)
         self.pending = {}
         self.step += 1
+
+
+def traced_modules():
+    """Every fedkd_core module that calls :func:`fedkd_core.training.train` by its own name."""
+    import importlib
+    import pkgutil
+
+    from fedkd_core import algorithms, training
+
+    modules = []
+    for info in pkgutil.walk_packages(algorithms.__path__, algorithms.__name__ + "."):
+        module = importlib.import_module(info.name)
+        if getattr(module, "train", None) is training.train:
+            modules.append(module)
+    return modules
+
+
+def device_drawn_masks() -> None:
+    """Dropout as records without ``mask_generator`` drew it on a GPU: from the device's own
+    generator (``nn.Dropout``), not the host's (:func:`fedkd_core.models.host_drawn` left out)."""
+    from fedkd_core import models
+
+    models.host_drawn = lambda model: model
 
 
 def compare_round(round_index: int, scores: dict, selected: list, stored: dict | None) -> dict:
@@ -264,6 +312,12 @@ def main() -> None:
     parser.add_argument("--out", default="/tmp/trace_divergence",
                         help="prefix of the raw output files (default: %(default)s)")
     parser.add_argument("--stop-after", type=int, default=0, help="stop after this round (0: run to the end)")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda: where the rerun runs")
+    parser.add_argument("--masks", choices=("stored", "host", "device"), default="stored",
+                        help="dropout masks: as the stored run drew them (default), from the host's generator "
+                             "(today's runs) or from the device's own (records from before mask_generator, on a GPU)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the stored config shrunk to 10 clients of a 600-image pool, 1 round (checks the script)")
     parser.add_argument("--figure", default="",
                         help="also write the chapter's figure data here (a benchmarks/results/*.json)")
     args = parser.parse_args()
@@ -273,11 +327,23 @@ def main() -> None:
     config = config_from_dict(stored["config"])
     if config_hash(config) != stored["key"]:
         raise SystemExit(f"config hashes to {config_hash(config)}, not the stored key {stored['key']}")
+    if args.smoke:
+        config = replace(config, rounds=1, participation=1.0,
+                         data=replace(config.data, num_clients=10, pool_size=600, local_test_size=20))
     stored_rounds = {row["round"]: row for row in stored.get("history", [])}
+
+    device = torch.device(args.device)
+    stored_masks = mask_generator_of(stored.get("environment", {}))
+    masks = {"stored": "device" if stored_masks != "cpu" else "host"}.get(args.masks, args.masks)
+    if masks == "device":
+        device_drawn_masks()
+    print(f"rerun on {device_name(device)}; stored run: {stored.get('environment', {}).get('device_name')}, "
+          f"masks {stored_masks}; this rerun's masks: {masks}", flush=True)
 
     tracer = Tracer()
     experiment.InProcessClients.step = staticmethod(tracer.wrap_step(experiment.InProcessClients.step))
-    partial.train = tracer.wrap_train(partial.train)
+    for module in traced_modules():
+        module.train = tracer.wrap_train(module.train)
     register_optimizer_step_pre_hook(tracer.pre_step)
     register_optimizer_step_post_hook(tracer.post_step)
     scores: dict[int, dict] = {}
@@ -314,7 +380,7 @@ def main() -> None:
             "stored_round": stored.get("round"), "stored_error": stored.get("error"),
             "stored_environment": stored.get("environment"),
             "rerun": {"finished": done, "diverged": diverged, "seconds": time.perf_counter() - began,
-                      "device_name": device_name(torch.device("cpu")), "threads": torch.get_num_threads(),
+                      "device_name": device_name(device), "masks": masks, "threads": torch.get_num_threads(),
                       "torch": torch.__version__, "rounds_completed": len(scores), "steps_traced": len(tracer.rows),
                       "environment_variables": {v: os.environ[v] for v in ENVIRONMENT_VARIABLES if v in os.environ}},
             "comparison": [compare_round(r, scores[r], sorted(selected.get(r, ())), stored_rounds.get(r))
@@ -329,7 +395,7 @@ def main() -> None:
             raise StopTrace
 
     try:
-        simulate(config, device=torch.device("cpu"), progress=False, on_round=on_round)
+        simulate(config, device=device, progress=False, on_round=on_round)
     except RunDiverged as error:
         diverged = {"round": error.round_index, "error": str(error)}
     except StopTrace:

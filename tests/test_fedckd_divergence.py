@@ -129,3 +129,36 @@ def test_a_rerun_comparison_says_where_the_rerun_left_the_stored_run_and_how_far
 @pytest.mark.parametrize("check", divergence.determinism_checks(), ids=lambda c: f"{c['algorithm']}-{c['seed']}")
 def test_a_committed_rerun_comparison_is_said_in_words(check):
     assert "diverged in round" in divergence.determinism_check_text(check)
+
+
+@pytest.mark.slow  # a child process loads Fashion-MNIST and partitions it: tens of seconds each
+@pytest.mark.parametrize("stored", ["results/paper/pfedsd/e4d93f14b78c1811.diverged.json",
+                                    "results/paper/lg_fedavg/30bcd09506301b61.diverged.json"])
+def test_the_tracer_reads_every_local_step_of_the_methods_own_loss(tmp_path, stored):
+    """One smoke round of the stored run (10 clients, all selected): a row per optimizer step of
+    every client (epochs x batches), a finite loss and largest |logit| in each, for pFedSD's CE + KD
+    loss as for LG-FedAvg's cross-entropy, and the masks the stored run drew (pFedSD's ran on a GPU
+    before mask_generator: the device's generator; LG-FedAvg's on a CPU: the host's)."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    out = tmp_path / "trace"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_divergence.py"), str(ROOT / stored),
+                           "--smoke", "--out", str(out)], capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = pd.read_csv(f"{out}-steps.csv.gz")
+    summary = json.loads(Path(f"{out}-rounds.json").read_text())
+    config = json.loads((ROOT / stored).read_text())["config"]
+    expected_masks = "device" if "pfedsd" in stored else "host"
+    assert summary["rerun"]["masks"] == expected_masks
+    assert sorted(steps.client.unique()) == list(range(10))
+    epochs, batch = config["train"]["epochs"], config["train"]["batch_size"]
+    sizes = steps.groupby("client").step.count()
+    assert (sizes % epochs == 0).all() and (sizes >= epochs).all()
+    assert (steps.groupby("client").epoch.max() == epochs - 1).all()
+    assert steps.loss.notna().all() and (steps.loss > 0).all() and steps.max_logit.notna().all()
+    assert (steps.grad_norm > 0).all() and (steps.update_norm > 0).all() and (steps.finite == 1).all()
+    assert (steps.weight_head > 0).all() and batch > 0
