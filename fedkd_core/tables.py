@@ -50,6 +50,16 @@ def cell_text(value, digits: int = 1) -> str:
     return str(value)
 
 
+def signed(value, digits: int = 1) -> str:
+    """A difference with its sign: "+1.2", "-0.3"; one that rounds to zero at ``digits`` decimals
+    prints as "0.0", never "-0.0" or "+0.0" (issue 61); "—" for a missing value. The one signed
+    format of every number the book shows outside the verdict rows (gains, gaps, effects)."""
+    if missing(value):
+        return DASH
+    shown = round(float(value), digits) + 0.0
+    return f"{shown:.{digits}f}" if shown == 0 else f"{shown:+.{digits}f}"
+
+
 def scientific(value, significant: int = 2) -> str:
     """A magnitude that may be tiny (a norm that is zero up to rounding, a jitter): "0" when
     exactly zero, "2.4e-07" otherwise, where fixed decimals would print a row of "0.000000"."""
@@ -249,13 +259,13 @@ def cell_html(row, at_paper_scale: bool, baseline: str | None, method: str, digi
     if at_paper_scale:
         difference = row.mean_ours - row.mean_paper
         css = AGREES if row.agrees else DISAGREES
-        return css, f"{ours}<br><small>paper {escape(row.paper)}; Δ {difference:+.{digits}f}</small>"
+        return css, f"{ours}<br><small>paper {escape(row.paper)}; Δ {signed(difference, digits)}</small>"
     rank = f"{rank_text(row.rank_best, row.rank_worst)} <small>(paper #{int(row.rank_paper)})</small>"
     rank_css = rank_agreement(row.rank_best, row.rank_worst, row.rank_paper)
     if not baseline or not method or getattr(row, method) == baseline or missing(row.gain_ours):
         return rank_css, f"{ours}<br>{rank}"  # the baseline's own row: its gain is 0 by definition
-    gain = (f"<br><small>vs {escape(baseline)} {row.gain_ours:+.{digits}f} "
-            f"(paper {row.gain_paper:+.{digits}f})</small>")
+    gain = (f"<br><small>vs {escape(baseline)} {signed(row.gain_ours, digits)} "
+            f"(paper {signed(row.gain_paper, digits)})</small>")
     same_sign = np.sign(row.gain_ours) == np.sign(row.gain_paper)
     css = rank_css if rank_css != DISAGREES else PARTLY if same_sign else DISAGREES
     return css, f"{ours}<br>{rank}{gain}"

@@ -342,9 +342,9 @@ if len(annealing):
     for row in chapter.annealing_gains(table4).itertuples():
         seeds = per_seed[(per_seed.profile == row.profile) & (per_seed.dataset == row.dataset)]
         display(Markdown(f"{row.dataset} ({row.profile} profile): annealing changes FedCKD's accuracy by "
-                         f"**{row.gain:+.2f} points**, mean over the seeds run with each γ (paper, CIFAR-100: +0.17)"
+                         f"**{tables.signed(row.gain, 2)} points**, mean over the seeds run with each γ (paper, CIFAR-100: +0.17)"
                          + ("; per seed run with both γ (γ = 0.99 minus γ = 1): "
-                            + ", ".join(f"{gain:+.2f}" for gain in seeds.gain) if len(seeds) else "") + "."))
+                            + ", ".join(tables.signed(gain, 2) for gain in seeds.gain) if len(seeds) else "") + "."))
 else:
     display(Markdown("Table IV is not reproduced in this profile (its `annealing_datasets` parameter is empty), and no "
                      "run of the paper-scale pair is committed."))

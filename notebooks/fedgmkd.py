@@ -94,7 +94,7 @@ if redesign_runs:
     local_budget = chapter.round_budget_table(redesign_runs, metric="alma")
     display(Markdown(f"{len(redesign_runs)} of {redesign_planned} runs committed. In local accuracy (ALMA, not "
                      "shown: the table above is global accuracy) the same rows move "
-                     f"{local_budget['gain (points)'].mean():+.1f} points on average between "
+                     f"{tables.signed(local_budget['gain (points)'].mean())} points on average between "
                      f"round 15 and the end; the gate reads {(~local_budget['gate at round 15'].str.startswith('flat')).sum()} "
                      f"of {len(local_budget)} of them as not flat at round 15 and "
                      f"{(~local_budget['gate at the end'].str.startswith('flat')).sum()} at the end."))

@@ -503,7 +503,7 @@ def test_the_gap_to_the_paper_is_each_methods_mean_difference_as_coded_and_tuned
                           "tuned": [86.0, 76.0, 91.0, 90.0], "change (points)": [6.0, 6.0, 1.0, -1.0],
                           "seeds": [3] * 4, "paper": [84.0, 72.0, 90.0, np.nan]})
     assert chapter.schedule_gaps(table) == ("Ours − the paper's, in points, on average over these 2 cells: "
-                                            "as first coded, FedMD -3.0, KnFu +0.0; tuned, FedMD +3.0, KnFu +1.0.")
+                                            "as first coded, FedMD -3.0, KnFu 0.0; tuned, FedMD +3.0, KnFu +1.0.")  # no sign on zero
     assert chapter.schedule_gaps(table.assign(paper=np.nan)) == ""
 
 

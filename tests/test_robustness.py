@@ -353,7 +353,7 @@ def test_effect_shifts_name_complete_variants_that_move_an_effect_beyond_both_in
                           "complete": [True, True, True, False, True, True, True]})
     # v1 moved 1.9 > √(0.6² + 0.8²) = 1.0; v2 0.5 <= √(0.36 + 0.04); v3 incomplete; v4 moved 2.0 <= √(0.36 + 12.25);
     # v5 judged on 1 seed; v6 has no interval: nothing says it moved
-    assert rb.effect_shifts(table, "ours") == ["**X**: +2.00 [+1.40, +2.60] points under **ours**; "
+    assert rb.effect_shifts(table, "ours") == ["**X**: +2.0 [+1.4, +2.6] points under **ours**; "
                                                "+0.10 [-0.70, +0.90] with v1"]
 
 
@@ -567,7 +567,7 @@ def test_the_reader_table_folds_the_claim_table_into_six_columns_keeping_what_ea
     shown = rb.reader_table(table)
     assert len(shown.columns) == 6 and len(shown) == 2
     first, second = shown.to_dict("records")
-    assert first["effect [95% interval]"] == "+1.23 [+0.50, +1.90]" and first["verdict"] == "holds"
+    assert first["effect [95% interval]"] == "+1.2 [+0.5, +1.9]" and first["verdict"] == "holds"  # one precision
     assert first["cells ✓ / ✗ / judged"] == "2 / 0 / 3" and first["runs"] == "18"
     assert second["verdict"] == "untested at this scale (a in 3 cells still rising)"
     assert second["effect [95% interval]"] == "—" and second["runs"] == "17 (1 diverged, incomplete)"
@@ -575,7 +575,10 @@ def test_the_reader_table_folds_the_claim_table_into_six_columns_keeping_what_ea
     partial = table.assign(reason=["b in 1 cell still rising", ""]).iloc[:1]  # judged on the cells the gate kept
     assert rb.reader_table(partial).verdict.tolist() == ["holds; left out: b in 1 cell still rising"]
     one_seed = table.assign(low=nan, high=nan).iloc[:1]  # an effect without an interval: no "[+nan, +nan]"
-    assert rb.reader_table(one_seed)["effect [95% interval]"].tolist() == ["+1.23"]
+    assert rb.reader_table(one_seed)["effect [95% interval]"].tolist() == ["+1.2"]
+    # an effect that rounds to zero prints without a minus sign (issue 61: FedCKD's annealing row read "-0.00")
+    near_zero = table.assign(effect=-0.0004, low=-0.77, high=0.77).iloc[:1]
+    assert rb.reader_table(near_zero)["effect [95% interval]"].tolist() == ["0.000 [-0.77, +0.77]"]
 
 
 def test_a_variant_made_on_two_machines_widens_only_where_a_cell_and_seed_pairs_runs_of_both(monkeypatch):

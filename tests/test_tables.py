@@ -145,6 +145,22 @@ def test_a_value_that_rounds_to_zero_prints_without_a_minus_sign():
     assert cell_text(-0.04) == "0.0" and cell_text(-0.004, 2) == "0.00" and cell_text(-0.06) == "-0.1"
 
 
+def test_a_signed_difference_never_prints_a_negative_zero():
+    assert tables.signed(1.23) == "+1.2" and tables.signed(-0.06) == "-0.1" and tables.signed(0.004, 2) == "0.00"
+    assert tables.signed(-0.04) == "0.0" and tables.signed(-0.0) == "0.0" and tables.signed(-0.004, 2) == "0.00"
+    assert tables.signed(float("nan")) == "—"
+
+
+def test_a_gain_over_the_baseline_that_rounds_to_zero_reads_without_a_minus_sign():
+    """FedUA's Table 2 read "vs FedAvg -0.0 (paper +9.7)" (issue 61)."""
+    paper = pd.DataFrame({"alpha": [0.1] * 2, "method": ["FedAvg", "A"], "mean": [80.0, 89.7], "std": [1.0, 1.0]})
+    ours = pd.DataFrame({"alpha": [0.1] * 2, "method": ["FedAvg", "A"], "mean": [50.0, 49.96], "std": [0.5, 0.2],
+                         "n": [3, 3], "profile": ["reduced"] * 2, "rounds": ["15"] * 2})
+    text = tables.paper_layout(report.compare_with_paper(ours, paper, ["alpha", "method"]), ["method"], ["alpha"],
+                               "method", baseline="FedAvg")
+    assert "vs FedAvg 0.0 (paper +9.7)" in text and "-0.0" not in text
+
+
 def test_every_table_sits_in_a_box_that_scrolls_when_it_is_wider_than_the_column():
     import pandas as pd
 

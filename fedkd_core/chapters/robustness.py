@@ -246,9 +246,23 @@ def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | 
     ``of cells``); a claim with nothing left has a row with no cells (``of cells`` 0, no effect):
     the variant could not judge it.
     ``records``, ``divergences``: :func:`records_by_variant` and :func:`divergences_by_variant`,
-    when the caller has read them already; ``enforce_gate``: the grid's (:class:`Grid`)."""
+    when the caller has read them already; ``enforce_gate``: the grid's (:class:`Grid`).
+    Computed once per build where the ledger's cache is on (:mod:`.ledger_cache`), under a name of
+    the chapter, ``base``, ``enforce_gate`` and the runs read (each record's key and profile)."""
+    from .ledger_cache import cache_dir, cached, digest_of
+
     by_variant = records if records is not None else records_by_variant(module, base, root)
     diverged = divergences if divergences is not None else divergences_by_variant(module, base, root)
+    if cache_dir() is None:
+        return _claim_table(module, base, by_variant, diverged, enforce_gate)
+    runs = [(name, sorted((r.key, r.profile) for r in runs)) for name, runs in sorted(by_variant.items())]
+    failed = [(name, sorted(str(getattr(d, "key", d)) for d in runs)) for name, runs in sorted(diverged.items())]
+    name = f"robustness-{module.__name__.rsplit('.', 1)[-1]}-{digest_of(base, enforce_gate, runs, failed, root)}"
+    return cached(name, lambda: _claim_table(module, base, by_variant, diverged, enforce_gate))
+
+
+def _claim_table(module: ModuleType, base, by_variant: dict[str, list], diverged: dict[str, list],
+                 enforce_gate: bool) -> pd.DataFrame:
     frames, claims = [], []
     for variant in module.ROBUSTNESS:
         records, failed = by_variant[variant.name], len(diverged.get(variant.name, []))
@@ -445,7 +459,13 @@ def _half_width(row) -> float:
 
 
 def _effect_text(row) -> str:
-    return f"{row.effect:+.2f} [{row.low:+.2f}, {row.high:+.2f}]"
+    """An effect with its 95% interval at the book's one precision (as the verdict rows print it:
+    one decimal, two where every number is under a point, never "-0.0"); the effect alone where it
+    has no interval."""
+    from .ledger_pages import one_precision
+
+    interval = "" if pd.isna(row.low) or pd.isna(row.high) else f" [{row.low:+.4f}, {row.high:+.4f}]"
+    return one_precision(f"{row.effect:+.4f}{interval}")
 
 
 def reader_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -454,10 +474,7 @@ def reader_table(table: pd.DataFrame) -> pd.DataFrame:
     in points, the cells where the claim holds / is reversed / was judged, and the runs (with those
     that diverged, and "incomplete" while the variant's sweep is under way)."""
     def effect(row) -> str:
-        if pd.isna(row.effect):
-            return "—"
-        interval = "" if pd.isna(row.low) or pd.isna(row.high) else f" [{row.low:+.2f}, {row.high:+.2f}]"
-        return f"{row.effect:+.2f}{interval}"
+        return "—" if pd.isna(row.effect) else _effect_text(row)
 
     def verdict(row) -> str:
         from ..verdicts import UNTESTED

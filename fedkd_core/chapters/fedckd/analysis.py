@@ -14,6 +14,7 @@ from ...algorithms.fedckd import KL_DIRECTIONS
 from ...distill import tempered_softmax
 from ...experiment import ExperimentConfig, clients_finish, clients_update, default_device, select_clients, server_update
 from ...federation import build_federated_data
+from ...tables import signed
 from ...training import accuracy
 
 
@@ -73,7 +74,7 @@ def forgetting_text(forgetting: pd.DataFrame, profile: str, classes: int = 10) -
                  f"{100 / classes:g}%): it has barely started learning, so the gap is that of an untrained "
                  "global model, not forgetting." if received < 2 * 100 / classes else "")
     return (f"Over the {len(gap)} client-rounds of this run, the global model a client receives minus the client's "
-            f"own model, on the client's test set: {gap.mean():+.1f} points on average, median {gap.median():+.1f}; "
+            f"own model, on the client's test set: {signed(gap.mean())} points on average, median {signed(gap.median())}; "
             f"the global model is lower in {int((gap < 0).sum())}, higher in {int((gap > 0).sum())} and the same in "
             f"{int((gap == 0).sum())} of them.{untrained} This is a short demonstration run of this page's "
             f"**{profile}** profile ({rounds} round{'s' if rounds != 1 else ''}, one seed, not a committed record): "

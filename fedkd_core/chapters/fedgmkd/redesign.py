@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...tables import signed
 from ...verdicts import POINTS, trajectory
 from .grid import METHODS, experiments
 from .profiles import REDESIGN_PROFILE, REDUCED_PROFILE
@@ -52,7 +53,7 @@ def gate_text(late_gains: pd.Series, evaluations: pd.Series) -> str:
         return f"too few evaluations ({int(evaluations.min())})"
     if not np.isfinite(gain):
         return "rising (not evaluated late)"
-    return f"{'flat' if gain < MAX_LATE_GAIN else 'rising'} ({gain:+.2f})"
+    return f"{'flat' if gain < MAX_LATE_GAIN else 'rising'} ({signed(gain, 2)})"
 
 
 def round_budget_table(records, early: int = REDUCED_PROFILE.rounds, last: int = REDUCED_PROFILE.last_rounds,

@@ -10,7 +10,7 @@ import pandas as pd
 from ...algorithms import algorithm_config
 from ...cpuinfo import machine_text
 from ...report import mean_std_per_profile, record_precision
-from ...tables import setting_text
+from ...tables import setting_text, signed
 from .grid import TABLE3_METHODS
 from .paper import paper_times
 from .records import cell_of
@@ -188,7 +188,7 @@ def first_places_text(counts: pd.Series, names: dict) -> str:
 
 def gains_text(gains: pd.Series) -> str:
     """"from -0.89 to +1.37 points, above 0 in 5 of 6 columns" for :func:`gains_over`'s values."""
-    return (f"from {gains.min():+.2f} to {gains.max():+.2f} points, above 0 in {int((gains > 0).sum())} "
+    return (f"from {signed(gains.min(), 2)} to {signed(gains.max(), 2)} points, above 0 in {int((gains > 0).sum())} "
             f"of {len(gains)} columns")
 
 

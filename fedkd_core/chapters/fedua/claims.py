@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pandas as pd
 
+from ...tables import signed
 from .paper import paper_table1, paper_table2, paper_table3
 from .profiles import REDUCED_PROFILE
 from .records import reduced_profile_records
@@ -80,7 +81,7 @@ def read_at_scale(params=REDUCED_PROFILE, root=None) -> str:
         text += (f"At this budget FedDF's distillation moves FedAvg's accuracy by "
                  f"{', '.join(Interval(v, np.nan, np.nan).text() for v in gain.ours)} points ({', '.join(gain.index)}), "
                  "where the paper's "
-                 f"moves it by {', '.join(f'{v:+.1f}' for v in gain.paper)}. ")
+                 f"moves it by {', '.join(signed(v) for v in gain.paper)}. ")
     text += ("FedUA's teacher weights come from Eqs. 1, 2a and 2b, whose formulas our copy of the paper lost: "
              "ours are a reading of its prose, giving weights that the chapter's diagnostics find near one-hot. "
              f"So a verdict here says whether server distillation, and our reading of FedUA's weighting, help "

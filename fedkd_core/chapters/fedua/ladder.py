@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from ...tables import signed
 from .grid import experiments
 from .profiles import REDUCED_PROFILE
 
@@ -141,7 +142,7 @@ def ladder_table(runs: pd.DataFrame) -> pd.DataFrame:
                      "accuracy per seed (%)": ", ".join(f"{a:.1f}" for a in group.accuracy),
                      "gain over FedAvg per seed": ", ".join(interval_text(g) for g in group.gain),
                      "mean gain [95% CI]": interval_text(mean, low, high),
-                     "paper's gain (20 epochs)": f"{paper[method] - paper['fedavg']:+.1f}"})
+                     "paper's gain (20 epochs)": signed(paper[method] - paper['fedavg'])})
     return pd.DataFrame(rows)
 
 
@@ -160,7 +161,7 @@ def readings_table(runs: pd.DataFrame, epochs: int = RUNGS[-1]) -> pd.DataFrame:
         rows.append({"reading of Eqs. 1-2b": reading.name, "fixed by": reading.rule,
                      "FedUA per seed (%)": ", ".join(f"{a:.1f}" for a in fedua.accuracy),
                      "FedUA − FedDF [95% CI]": interval_text(mean, low, high),
-                     "paper": f"{paper['fedua'] - paper['feddf']:+.1f}"})
+                     "paper": signed(paper['fedua'] - paper['feddf'])})
     return pd.DataFrame(rows)
 
 
@@ -191,7 +192,7 @@ def ladder_finding(runs: pd.DataFrame) -> str:
         steps = ", ".join(f"{interval_text(g)} at {e}" for e, g in means.items())
         text.append(f"{METHOD_NAMES[method]}'s mean gain over FedAvg is {steps} server epoch"
                     f"{'s' * (len(means) > 1 or means.index[0] != 1)} "
-                    f"(the paper: {paper[method] - paper['fedavg']:+.1f} at 20)")
+                    f"(the paper: {signed(paper[method] - paper['fedavg'])} at 20)")
     readings = readings_table(runs)
     above = [r["reading of Eqs. 1-2b"] for _, r in readings.iterrows() if _lower_bound(r["FedUA − FedDF [95% CI]"]) > 0]
     verdict = (f"under {len(above)} of the {len(readings)} readings the interval of FedUA − FedDF lies above zero "

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ...report import count_text, record_precision
+from ...tables import signed
 from .grid import METHODS
 from .records import cell_of
 
@@ -66,7 +67,7 @@ def verdict(ours: pd.DataFrame, paper: pd.DataFrame) -> list[str]:
     merged = paper.merge(ours, on=["dataset", "alpha", "size", "algorithm"], suffixes=("_paper", "_ours"))
     for algorithm, group in merged.groupby("algorithm", sort=False):
         gap = (group["mean_ours"] - group["mean_paper"]).mean()
-        lines.append(f"{METHODS.get(algorithm, algorithm)}: ours − paper = {gap:+.1f} points on average "
+        lines.append(f"{METHODS.get(algorithm, algorithm)}: ours − paper = {signed(gap)} points on average "
                      f"over {len(group)} cells.")
     lines.extend(ranking_lines(ours))
     if len(merged) > 2:

@@ -26,6 +26,7 @@ import pandas as pd
 
 from ...algorithms.shapes.schedule import PhaseSchedule, schedule_text
 from ...results import stored_records
+from ...tables import signed
 from .grid import METHODS, TUNED, Params, experiments
 from .paper import paper_table1, paper_table2
 from .profiles import PAPER_PROFILE, TUNED_CIFAR_PROFILE, TUNED_PROFILE, TUNING_PROFILE
@@ -158,7 +159,7 @@ def schedule_gaps(table: pd.DataFrame) -> str:
             for label, column in (("as first coded", "as coded"), ("tuned", "tuned"))}
     cells = len(rows[["alpha", "size"]].drop_duplicates())
     return (f"Ours − the paper's, in points, on average over these {cells} cells: "
-            + "; ".join(f"{label}, " + ", ".join(f"{method} {gap:+.1f}" for method, gap in values.items())
+            + "; ".join(f"{label}, " + ", ".join(f"{method} {signed(gap)}" for method, gap in values.items())
                         for label, values in gaps.items()) + ".")
 
 
@@ -246,7 +247,7 @@ def _tuning_finding(root=None) -> pd.DataFrame:
 
 def _points(value: float) -> str:
     """An effect in points at the book's one precision: one decimal, two under a point."""
-    return f"{value:+.{1 if abs(round(value, 1)) >= 1 else 2}f}".replace("-", "−")
+    return signed(value, 1 if abs(round(value, 1)) >= 1 else 2).replace("-", "−")
 
 
 def tuning_finding_text(finding: pd.DataFrame, short: bool = False) -> str:
