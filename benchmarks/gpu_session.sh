@@ -55,11 +55,11 @@ for name, packed in packs.items():   # benchmarks/gpu_pack.py's files
     target = data / name[:-3]
     target.write_bytes(lzma.decompress(packed))
     print(f"{target}: ready ({len(np.load(target)['y_train'])} training images)")
-if Path(".gpu/cifar10_jpeg.npz").exists():
+for bundle in sorted(Path(".gpu").glob("cifar10*_jpeg.npz"))[:1]:  # the whole set, or a subset (timings only)
     sys.path.insert(0, ".gpu")
     from install import decode_jpeg_bundle
-    np.savez(data / "cifar10.npz", **decode_jpeg_bundle(Path(".gpu/cifar10_jpeg.npz")))
-    print(f"{data / 'cifar10.npz'}: ready")
+    np.savez(data / "cifar10.npz", **decode_jpeg_bundle(bundle))
+    print(f"{data / 'cifar10.npz'}: ready, from {bundle.name}")
 PY
 case $? in 0) ;; 3) exit 0 ;; *) exit 1 ;; esac
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader

@@ -61,6 +61,7 @@ ADDED_FIELDS = {
     ("train", "drop_last"): False,
     ("train", "lr_decay_at"): [],
     ("train", "lr_decay_factor"): 0.1,
+    ("train", "max_grad_norm"): None,  # gradient clipping, a labelled deviation (issue 60)
     ("algorithm_params", "personal"): "global",
     ("algorithm_params", "optimizer_state"): "fresh",
     ("algorithm_params", "digest_lr"): None,

@@ -39,6 +39,9 @@ class TrainConfig:
     once more, a step schedule over rounds (FedBE's setup, which FedUA inherits: x0.1 at 30% and
     60% of the rounds; :func:`decay_rounds` turns such fractions into rounds). Empty: a constant
     lr. The algorithm applies it at the start of each round (:meth:`for_round`).
+    max_grad_norm: clip each step's gradient to this global L2 norm before the optimiser steps (every
+    method that trains through :func:`train` alike); None (every paper's setting): no clipping. A
+    deviation from the papers, for runs that say so (FedCKD's pathological cell, issue 60).
     """
 
     epochs: int = 1
@@ -52,6 +55,7 @@ class TrainConfig:
     drop_last: bool = False
     lr_decay_at: tuple[int, ...] = ()
     lr_decay_factor: float = 0.1
+    max_grad_norm: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lr_decay_at", tuple(self.lr_decay_at))  # a stored record gives a list
@@ -67,6 +71,8 @@ class TrainConfig:
             raise ValueError(f"batch_size must be >= 1 (got {self.batch_size})")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0 (got {self.lr})")
+        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm must be > 0 or None (got {self.max_grad_norm})")
         check_mixed_precision(self.mixed_precision)
         check_augmentation(self.augment)
 
@@ -169,7 +175,7 @@ def train(
     that reads teacher outputs at ``batch.position`` (and ``augment=False``: teacher outputs
     belong to the unaugmented inputs). ``parameters`` restricts what is trained. ``max_grad_norm``
     clips the gradient's global L2 norm before each step (FedGMKD's released code: 1.1); None
-    leaves gradients as they are. ``optimizer``: one the caller keeps (a persistent optimiser,
+    takes ``config.max_grad_norm`` (None there too: gradients as they are). ``optimizer``: one the caller keeps (a persistent optimiser,
     :class:`OptimizerStates`); None makes a fresh one from ``config`` for this call.
 
     The loss is summed on the device and checked once per epoch: no host synchronisation per
@@ -178,6 +184,7 @@ def train(
     device = next(model.parameters()).device
     bf16 = use_bf16(config.mixed_precision, device)
     trained = list(parameters or model.parameters())
+    max_grad_norm = config.max_grad_norm if max_grad_norm is None else max_grad_norm
     optimizer = optimizer or OPTIMIZERS[config.optimizer](trained, config)
     model.train()
     total, steps = torch.zeros((), device=device), 0

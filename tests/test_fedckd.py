@@ -727,3 +727,49 @@ def replace_key(run, key):
     from types import SimpleNamespace
 
     return SimpleNamespace(**{**vars(run), "key": key})
+
+
+def test_the_chapters_tables_name_methods_as_the_paper_does_never_by_their_keys():
+    """Issue 61: the best-round table showed `lg_fedavg`, `pfedsd`, ...; every FedCKD table a reader
+    sees names a method as the paper writes it (grid.METHOD_NAMES)."""
+    from fedkd_core.algorithms import ALGORITHMS
+    from fedkd_core.chapters.fedckd.tables import best_round_table, fairness_table, sensitivity_table, summary
+
+    records = chapter.reduced_profile_records(Path(__file__).resolve().parents[1] / "results")  # the committed ones
+    frame = summary(records)
+    assert len(frame)
+    shown = [best_round_table(frame), fairness_table(frame)]
+    sensitivity = frame.assign(participation=1.0, model=chapter.MODEL_FOR["fashion_mnist"])
+    shown.append(sensitivity_table(sensitivity, replace(chapter.Params(), alpha=float(frame.alpha.iloc[0]))).reset_index())
+    for table in shown:
+        cells = {str(value) for column in table.columns for value in table[column]}
+        assert not cells & set(ALGORITHMS), (table.columns.tolist(), sorted(cells & set(ALGORITHMS)))
+        assert {"LG-FedAvg", "pFedSD"} & cells or "FedCKD" in cells
+    assert best_round_table(frame).method.tolist()[:2] == ["FedAvg", "FedProx"]
+
+
+def test_pfedme_clips_its_inner_gradient_under_the_train_configs_clipping(monkeypatch):
+    """pFedMe trains through its own loop: TrainConfig.max_grad_norm clips θ's gradient there too,
+    before each Moreau inner step (what every other method gets from training.train)."""
+    from fedkd_core.algorithms import pfedme
+
+    seen = []
+    inner = pfedme.moreau_inner_step
+
+    def recording(theta, *args):
+        seen.append(float(torch.cat([p.grad.flatten() for p in theta]).norm()))
+        return inner(theta, *args)
+
+    monkeypatch.setattr(pfedme, "moreau_inner_step", recording)
+    data = make_ctx(num_clients=2, pool=200).data
+    for clip in (None, 0.05):
+        ctx = Context(data=data, model_name="cnn5", train=TrainConfig(epochs=1, batch_size=64, lr=0.05, max_grad_norm=clip),
+                      device=torch.device("cpu"), seed=0)
+        algorithm = algorithm_class("pfedme")(algorithm_config("pfedme", {}), ctx)
+        algorithm.begin_round(1)
+        seen.clear()
+        algorithm.client_update(0, algorithm.download(0))
+        if clip is None:
+            assert max(seen) > 0.05 * 1.5
+        else:
+            assert max(seen) <= clip * (1 + 1e-5)

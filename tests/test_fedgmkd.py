@@ -417,3 +417,33 @@ def test_mixture_fits_run_on_one_host_thread_whatever_the_caller_allows(monkeypa
     assert set(after.values()) == {2}
     assert torch.equal(two_threads.prototypes, limited.prototypes)
     assert torch.equal(two_threads.components, limited.components)
+
+
+def test_the_train_configs_clipping_applies_and_an_explicit_one_wins():
+    """TrainConfig(max_grad_norm=c) clips train's steps as the argument does; an explicit
+    ``max_grad_norm`` argument overrides the config's; no clipping leaves the full step."""
+    data = tiny_data(20)
+
+    def step_norm(config, **kwargs):
+        model = SplitModel(nn.Flatten(), nn.Linear(32 * 32 * 3, 10))
+        start = [p.detach().clone() for p in model.parameters()]
+        train(model, data.dataset, data.client_train[0], config, generator=torch.Generator().manual_seed(0),
+              loss_fn=lambda m, b: 1e3 * F.cross_entropy(m(b.x.contiguous()), b.y), **kwargs)
+        return float(torch.cat([(p.detach() - s).flatten() for p, s in zip(model.parameters(), start)]).norm())
+
+    plain = TrainConfig(batch_size=20, lr=1.0, mixed_precision=False)
+    clipped = TrainConfig(batch_size=20, lr=1.0, mixed_precision=False, max_grad_norm=0.5)
+    assert step_norm(plain) > 10
+    assert step_norm(clipped) == pytest.approx(0.5, rel=1e-4)
+    assert step_norm(clipped, max_grad_norm=2.0) == pytest.approx(2.0, rel=1e-4)
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        TrainConfig(max_grad_norm=0.0)
+
+
+def test_clipping_is_part_of_a_records_key_only_when_set():
+    """A config without clipping keeps the key it had before the field existed; a clipped one differs."""
+    from fedkd_core.results import outcome_fields
+
+    resolved = {"train": {"epochs": 1, "max_grad_norm": None}, "algorithm": "fedavg"}
+    assert "max_grad_norm" not in outcome_fields(resolved)["train"]
+    assert outcome_fields({**resolved, "train": {"epochs": 1, "max_grad_norm": 10.0}})["train"]["max_grad_norm"] == 10.0

@@ -101,6 +101,8 @@ class PFedMe(Algorithm):
                     with autocast(device, bf16):
                         loss = F.cross_entropy(theta_model(batch.x), batch.y)
                     loss.backward()
+                    if train_config.max_grad_norm is not None:  # TrainConfig's clipping, on θ's gradient
+                        torch.nn.utils.clip_grad_norm_(theta, train_config.max_grad_norm)
                     moreau_inner_step(theta, local, c.lam, c.personal_lr, c.inner_weight_decay)
                 moreau_outer_step(local, theta, c.lam, train_config.lr)
         theta_model.zero_grad(set_to_none=True)  # θ stays resident between rounds; its gradients need not

@@ -83,6 +83,7 @@ class Params:
     lr: float = 0.01
     momentum: float = 0.9
     weight_decay: float = 1e-5
+    max_grad_norm: float = 0.0  # 0: no clipping (the paper); > 0 clips every method's local steps: a deviation
     mixed_precision: bool | str = "auto"  # bf16 where native (fedkd_core.precision)
     eval_every: int = 1
     fedprox_mu: float = 0.01
@@ -121,12 +122,14 @@ class Params:
                 raise ValueError(f"{name} must be >= 0 (got {getattr(self, name)})")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0 (got {self.lr})")
+        if self.max_grad_norm < 0:
+            raise ValueError(f"max_grad_norm must be >= 0 (0: no clipping; got {self.max_grad_norm})")
 
     @property
     def train(self) -> TrainConfig:
         return TrainConfig(epochs=self.local_epochs, batch_size=self.batch_size, lr=self.lr,
                            momentum=self.momentum, weight_decay=self.weight_decay,
-                           mixed_precision=self.mixed_precision)
+                           mixed_precision=self.mixed_precision, max_grad_norm=self.max_grad_norm or None)
 
 
 def scenarios_text(params: Params) -> str:
