@@ -1,6 +1,7 @@
 """Run a chapter's whole grid, resumably and on several processes: finished runs are skipped.
 
     python -m fedkd_core.sweep CHAPTER --params notebooks/params/paper/CHAPTER.yaml [--workers N]
+    python -m fedkd_core.sweep setting knfu --params "notebooks/params/quick/{chapter}.yaml"   # one process
     python -m fedkd_core.sweep CHAPTER --params ... --dry-run      # done / claimed / left, hours left
     python -m fedkd_core.sweep knfu --params notebooks/params/robustness/knfu.yaml --robustness
     python -m fedkd_core.sweep knfu --params ... --robustness --variant "R = 30 rounds"   # one variant
@@ -503,8 +504,9 @@ def parse_ray_options(parser: argparse.ArgumentParser, args):
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("chapter")
-    parser.add_argument("--params", type=Path, required=True, help="papermill YAML of the profile")
+    parser.add_argument("chapter", nargs="+", help="a chapter, or several (then --params names each one's yaml with {chapter})")
+    parser.add_argument("--params", type=Path, required=True,
+                        help="papermill YAML of the profile; with several chapters, a path with {chapter} in it")
     parser.add_argument("--workers", type=int, default=None, help="processes claiming runs (default 1)")
     parser.add_argument("--per-gpu", type=int, default=4,
                         help="most workers on one GPU (default 4); workers are spread over the visible GPUs")
@@ -533,22 +535,38 @@ def main(argv: list[str] | None = None) -> None:
     args.workers = 1 if args.workers is None else args.workers
     if args.workers < 1:
         parser.error(f"--workers must be >= 1 (got {args.workers})")
+    chapters = args.chapter
+    if len(chapters) > 1 and "{chapter}" not in str(args.params):
+        parser.error("with several chapters, --params must name each one's yaml with {chapter} "
+                     "(notebooks/params/quick/{chapter}.yaml)")
+    for chapter in chapters:  # one process for all: each chapter's grid in turn, the imports paid once
+        try:
+            sweep_chapter(parser, args, chapter, Path(str(args.params).replace("{chapter}", chapter)), variants,
+                          ray_options)
+        except SystemExit as stop:
+            if len(chapters) > 1 and stop.code not in (0, None):  # say which chapter stopped the sweep
+                raise SystemExit(f"{stop.code if isinstance(stop.code, str) else ''}\n"
+                                 f"error: the grid of chapter {chapter} failed").lstrip() from None
+            raise
 
-    params, configs = load_grid(args.chapter, args.params, args.robustness, variants)
+
+def sweep_chapter(parser, args, chapter: str, params_file: Path, variants: tuple[str, ...], ray_options) -> None:
+    """One chapter's sweep (what :func:`main` does for each chapter it is given)."""
+    params, configs = load_grid(chapter, params_file, args.robustness, variants)
     split = status(configs)
     diverged = f"{len(split['diverged'])} diverged (stored), " if split["diverged"] else ""
     unreadable = f", {len(split['unreadable'])} unreadable" if split["unreadable"] else ""
-    print(f"{args.chapter} ({params.profile}): {len(configs)} runs: {len(split['done'])} done, {diverged}"
+    print(f"{chapter} ({params.profile}): {len(configs)} runs: {len(split['done'])} done, {diverged}"
           f"{len(split['claimed'])} claimed by running workers, {len(split['left'])} left{unreadable}")
     if split["unreadable"]:
         raise unreadable_exit(split["unreadable"])
     if args.dry_run:
-        if line := pace_line(split, pace_reference(args.chapter, params, robustness=args.robustness)):
+        if line := pace_line(split, pace_reference(chapter, params, robustness=args.robustness)):
             print(line)
         if line := resume_line(split["left"] + split["claimed"]):
             print(line)
         if args.robustness:
-            print("\n".join(variant_lines(args.chapter, params, variants, split["done_records"])))
+            print("\n".join(variant_lines(chapter, params, variants, split["done_records"])))
         for config in split["claimed"]:
             print(f"  claimed: {describe(config)}")
         return
@@ -560,11 +578,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(str(error)) from None
     start = time.perf_counter()
     if ray_options is not None:
-        failures = run_on_cluster(args.chapter, split["left"], params.profile, ray_options, args.limit,
+        failures = run_on_cluster(chapter, split["left"], params.profile, ray_options, args.limit,
                                   args.robustness)
     else:
         try:
-            failures = run_workers(args.chapter, args.params, args.workers, args.limit, len(split["left"]),
+            failures = run_workers(chapter, params_file, args.workers, args.limit, len(split["left"]),
                                    args.robustness, variants, per_gpu=args.per_gpu)
         except ValueError as error:  # more workers than the GPUs take
             parser.error(str(error))

@@ -79,3 +79,28 @@ def test_a_damaged_entry_is_recomputed_not_trusted(folders, tmp_path):
     [entry] = (tmp_path / "cache").glob("fakechapter-*.pkl")
     entry.write_bytes(b"not a pickle")
     assert ledger_cache.chapter_rows(module)["call"].item() == 2
+
+
+def test_a_record_the_build_writes_leaves_the_key_unchanged(folders):
+    """The quick and smoke profiles' records (what ``make book`` and CI write while the pages run) are
+    read by no verdict: a new one must not make every later page compute the ledger again."""
+    module, calls = counting_chapter()
+    ledger_cache.chapter_rows(module)
+    for profile in sorted(ledger_cache.BUILD_PROFILES):
+        (folders / profile / "fedavg").mkdir(parents=True)
+        (folders / profile / "fedavg" / "abc.json").write_text(json.dumps({"history": []}))
+    ledger_cache.chapter_rows(module)
+    assert len(calls) == 1
+
+
+def test_the_parts_cover_every_chapter_with_verdicts():
+    """``python -m fedkd_core.chapters.ledger_cache --jobs N`` computes each chapter's rows and
+    robustness table as a part of its own, the longest first."""
+    from fedkd_core.chapters import CHAPTERS, chapter_module
+
+    parts = ledger_cache.parts()
+    with_rows = {name for name in CHAPTERS if name != "claims" and hasattr(chapter_module(name), "ledger_rows")}
+    assert {name for kind, name in parts if kind == "rows"} == with_rows
+    assert {name for kind, name in parts if kind == "robustness"} == {
+        name for name in with_rows if hasattr(chapter_module(name), "ROBUSTNESS")}
+    assert parts[0] == ("rows", "fedckd") and len(parts) == len(set(parts))
