@@ -90,34 +90,56 @@ def run_config(params: Params, clients: int, local_epochs: int | None = None) ->
 def time_engine(config: ExperimentConfig, workers: int | None) -> dict:
     """Seconds of the first round, mean seconds of the later rounds, and the whole call (start-up
     included) for ``config`` in-process (``workers`` None) or on Flower with ``workers`` Ray workers."""
+    if workers is not None:
+        return time_on_flower([config], workers)[0]
     start = time.perf_counter()
-    if workers is None:
-        outcome = simulate(config, progress=False)
-    else:
-        from ..flower import simulate_on_flower
+    outcome = simulate(config, progress=False)
+    return timing(outcome, IN_PROCESS, config, time.perf_counter() - start)
 
-        outcome = simulate_on_flower([config], workers=workers)[0]
+
+def time_on_flower(configs: list[ExperimentConfig], workers: int) -> list[dict]:
+    """:func:`time_engine`'s timing of each of ``configs`` (same client count), run one after another
+    in one Flower simulation with ``workers`` Ray workers: Ray and Flower start once, and each run's
+    whole time counts that start-up (the call's time less the other runs' seconds) and its own run."""
+    from ..flower import simulate_on_flower
+
+    start = time.perf_counter()
+    outcomes = simulate_on_flower(list(configs), workers=workers)
+    for outcome in outcomes:
         if isinstance(outcome, RunDiverged):  # as simulate raises it in-process
             raise outcome
+    startup = time.perf_counter() - start - sum(outcome["seconds"] for outcome in outcomes)
+    engine = f"flower, {workers} worker{'s' * (workers > 1)}"
+    return [timing(outcome, engine, config, startup + outcome["seconds"]) for config, outcome in zip(configs, outcomes)]
+
+
+def timing(outcome: dict, engine: str, config: ExperimentConfig, total: float) -> dict:
     seconds = [row["seconds"] for row in outcome["history"]]
-    return {"engine": IN_PROCESS if workers is None else f"flower, {workers} worker{'s' * (workers > 1)}",
-            "clients": config.data.num_clients, "first_round_s": seconds[0],
-            "later_round_s": float(np.mean(seconds[1:])), "total_s": time.perf_counter() - start,
-            "alma": outcome["history"][-1]["alma"]}
+    return {"engine": engine, "clients": config.data.num_clients, "first_round_s": seconds[0],
+            "later_round_s": float(np.mean(seconds[1:])), "total_s": total, "alma": outcome["history"][-1]["alma"]}
 
 
 def measure(params: Params) -> dict:
     """The page's table (one row per engine and client count), the overhead per message, and the
-    machine it was measured on."""
-    engines = [None, *params.worker_counts()]
-    rows = [time_engine(run_config(params, clients), workers) for clients in params.client_counts() for workers in engines]
+    machine it was measured on. The overhead's idle run on Flower shares the one-worker simulation
+    of the largest client count (one start-up of Ray less)."""
+    workers_list, counts = params.worker_counts(), params.client_counts()
+    overhead_clients = max(counts) if params.measure_overhead and workers_list else None
+    idle = run_config(params, overhead_clients, local_epochs=0) if overhead_clients else None
+    rows, idle_flower = [], None
+    for clients in counts:
+        rows.append(time_engine(run_config(params, clients), None))
+        for workers in workers_list:
+            shares = idle is not None and clients == overhead_clients and workers == 1
+            timed = time_on_flower([run_config(params, clients)] + ([idle] if shares else []), workers)
+            rows.append(timed[0])
+            if shares:
+                idle_flower = timed[1]
     overhead = None
-    if params.measure_overhead and len(engines) > 1:
-        clients = max(params.client_counts())
-        idle = run_config(params, clients, local_epochs=0)
-        local, flower = time_engine(idle, None), time_engine(idle, 1)
-        messages = 2 * clients  # a download and an upload per client per round
-        overhead = {"clients": clients, "messages_per_round": messages,
+    if idle is not None:
+        local, flower = time_engine(idle, None), idle_flower or time_engine(idle, 1)
+        messages = 2 * overhead_clients  # a download and an upload per client per round
+        overhead = {"clients": overhead_clients, "messages_per_round": messages,
                     "in_process_round_s": local["later_round_s"], "flower_round_s": flower["later_round_s"],
                     "seconds_per_message": (flower["later_round_s"] - local["later_round_s"]) / messages}
     return {"profile": params.profile, "params": asdict(params), "rows": rows, "overhead": overhead,
