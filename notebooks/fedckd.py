@@ -34,6 +34,7 @@ batch_size = 64
 lr = 0.01
 momentum = 0.9
 weight_decay = 1e-05
+max_grad_norm = 0.0
 mixed_precision = "auto"
 eval_every = 1
 fedprox_mu = 0.01
@@ -110,16 +111,16 @@ card.show_citation("fedckd")
 # | **Methods** | FedAvg, FedProx, FedPer, LG-FedAvg, pFedMe, FedFomo, pFedSD, FedCKD (`fedkd_core/algorithms/`) |
 # | **Datasets** | Fashion-MNIST, CIFAR-10 (offline copies). CIFAR-100 has no offline copy here: its rows stay in the tables as "not reproduced"; the code accepts `cifar100` wherever torchvision can download it |
 # | **Partitions** | practical: Dir(α = 0.1) label skew; pathological: s = 2 classes per client (20 for CIFAR-100) |
-# | **Models** | pFedSD's CNNs: `pfedsd_cnn_mnist` (FMNIST), `cnn5` (CIFAR-10, the 5-layer CNN), `pfedsd_cnn_cifar100`; ResNet-8 and MobileNetV2 for Table V |
+# | **Models** | pFedSD's CNNs: its Fashion-MNIST CNN, its 5-layer CIFAR-10 CNN and its CIFAR-100 CNN; ResNet-8 and MobileNetV2 for Table V |
 # | **Scenarios** | n = 20 clients, r = 1.0, T = 50 rounds; n = 100, r = 0.1, T = 100 |
 # | **Metric** | mean over clients of each client's accuracy on its local test set, at the final round (mean ± std over seeds) |
 # | **Profiles** | smoke (the defaults below, seconds, for CI); quick (`make book`: Fashion-MNIST, a few rounds on a small pool, one seed, fewer methods); **reduced** (Tables I–II's Fashion-MNIST column at the paper's setting on fewer images and rounds, all eight methods, and Table IV's pair: its records are committed and shown in every profile); paper (every setting above: GPU work). The hyperparameter table under "The method" gives each profile's values |
 #
 # **Local test sets.** pFedSD's code (which FedCKD follows) pools train and test images, splits
 # the pool among clients and gives each client an 80/20 train/test split of its share. Here
-# each client trains on its share of the *training* split and is tested on `local_test_size`
-# images drawn from the *test* split with its own class proportions (the book's convention,
-# `DataConfig.local_test_size`): the same distribution per client, but test images never seen
+# each client trains on its share of the *training* split and is tested on a few hundred images
+# (the `local_test_size` parameter) drawn from the *test* split with its own class proportions (the
+# book's convention): the same distribution per client, but test images never seen
 # by any client in training, and the same local test sets for every method.
 #
 # **Compute.** The paper profile (every setting, all seeds and rounds, over the whole training
@@ -158,8 +159,8 @@ tables.show(report.parameters_table(params))
 # $\lambda_t = \lambda\,\gamma^{t-1}$, so training moves from the teachers' soft labels toward the
 # hard labels. pFedSD is the same loop with the historical teacher only and a constant λ.
 #
-# What the paper leaves open is chosen below and kept as a config field of
-# `fedkd_core.algorithms.fedckd.FedCKDConfig`; the training settings and the baselines' follow. The
+# What the paper leaves open is chosen below and kept as a setting of FedCKD's implementation
+# (`fedkd_core/algorithms/fedckd.py`); the training settings and the baselines' follow. The
 # table is read from the code and the profiles: beside the paper's value, one column per profile
 # whose numbers this page shows — the reduced profile, whose committed records fill the tables and
 # the verdicts of the claims not yet moved to the paper-scale column; the paper profile, once
@@ -213,8 +214,8 @@ if params.forgetting_rounds:
 # ## Runs
 #
 # The main grid (Tables I–III, Figs. 4–5), the annealing ablation (Table IV) and the
-# sensitivity study (Table V) are lists of `ExperimentConfig`s; `run_grid` returns the
-# stored record when the same configuration has run before. The committed records of the
+# sensitivity study (Table V) are lists of runs, each one configuration; a configuration that has
+# run before is read from its stored record, not run again. The committed records of the
 # **reduced** profile (Tables I–II's Fashion-MNIST column at the paper's setting on fewer images and
 # rounds, and Table IV's pair) are shown whatever profile runs this notebook, each row labelled with its profile. A cell they cover is not run again as long as this
 # run uses the reduced profile's method (optimiser, KL direction, τ², first-round rule, γ; only the
@@ -307,8 +308,7 @@ for trace in chapter.divergence_traces():
 
 # %% tags=["hide-input"]
 if len(main_and_paper):
-    best = main_and_paper.groupby(["profile", "dataset", "setting", "clients", "algorithm"], sort=False)[["alma", "best_alma"]].mean() * 100
-    tables.show(best.rename(columns={"alma": "final (%)", "best_alma": "best round (%)"}), digits=2)
+    tables.show(chapter.best_round_table(main_and_paper), digits=2)
 
 # %% [markdown]
 # ## Table III: fairness across clients
@@ -404,10 +404,15 @@ if records["main"]:
 #
 # For each setting of the grid (seed 0, first client scale), the final accuracy of every client
 # under FedCKD minus under pFedSD, clients sorted by the difference. The paper (CIFAR-100,
-# n = 20) finds FedCKD better on 17 of 20 clients (practical) and 14 of 20 (pathological).
+# n = 20) finds FedCKD better on 17 of 20 clients (practical) and 14 of 20 (pathological). The
+# figure draws the records of this page's grid (the reduced profile's 20 clients, and this page's own
+# runs), not the 100-client column the verdicts rest on; the line above the figure says which.
 
 # %% tags=["hide-input"]
 difference = chapter.fig5_differences(main)
+fig5_scale = chapter.fig5_scale_text(difference, basis.params) if len(difference) else ""
+if fig5_scale:
+    display(Markdown(f"**{fig5_scale}**"))
 if len(difference):
     groups = difference.groupby(["profile", "dataset", "setting"], sort=False)
     fig, axes = plots.grid(groups.ngroups, height=2.9)
@@ -421,7 +426,7 @@ if len(difference):
     plots.caption(fig, "Each bar is one client: its final-round accuracy under FedCKD minus under pFedSD (points, "
                        "seed 0, each profile's smallest client count), clients sorted from the largest difference "
                        "down, a panel per profile, dataset and setting of the records shown. Green: FedCKD better; "
-                       "red: pFedSD better; grey: equal. The table counts them.")
+                       "red: pFedSD better; grey: equal. The table counts them." + (f" {fig5_scale}" if fig5_scale else ""))
     tables.show(chapter.per_client_counts(difference))
 else:
     display(Markdown("Fig. 5 is not reproduced in this profile: it needs both pFedSD and FedCKD among its algorithms."))
@@ -448,10 +453,13 @@ if basis.moved:  # claims judged on the paper-scale column already: its cells, e
     moved_cells = ledger.show_cell_verdicts(chapter, chapter.paper_scale_records(), False, claims=basis.moved)
 
 # %% [markdown]
-# ## Robustness to what the paper leaves open
+# ## Earlier design: robustness to what the paper leaves open
+#
+# *Folded: this grid runs on the reduced profile's 20 clients and 15 rounds, a design the verdicts no
+# longer use (they rest on the 100-client paper-scale column); open the output below to read it.*
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedCKD's paper leaves the KL's direction, the τ² scaling and the first round (before any historical model exists) unstated, and fixes γ without a search. The
-# robustness grid (`fedckd.ROBUSTNESS`, as data in `fedkd_core/chapters/fedckd/robustness.py`) reruns the claims'
+# robustness grid (its variants are listed in `fedkd_core/chapters/fedckd/robustness.py`) reruns the claims'
 # cells (the reduced profile's Fashion-MNIST cells with pFedSD and FedCKD, 3 seeds) once per alternative reading; the first variant is this chapter's own. For each
 # variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
 # `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants
@@ -459,7 +467,7 @@ if basis.moved:  # claims judged on the paper-scale column already: its cells, e
 # (`python -m fedkd_core.sweep fedckd --params notebooks/params/robustness/fedckd.yaml --robustness
 # --workers 2`); the [Claims page](claims.ipynb) gathers all four chapters.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 from fedkd_core.chapters import robustness  # noqa: E402
 
 robustness_table = robustness.show(chapter, "fedckd")
@@ -470,7 +478,9 @@ if ledger.grid_apart(chapter):  # the verdicts have moved onto a rerun at a larg
                      + "), until the grid is rerun at the verdict's scale."))
 
 # %% [markdown]
-# **Why the literal KL can diverge.** Hinton's KL(p_teacher ‖ p_student) has the gradient
+# ### Why the literal KL can diverge
+#
+# Hinton's KL(p_teacher ‖ p_student) has the gradient
 # $\lambda\tau\,(q_i - p_i)$ in the student's logit $z_i$ (with the τ² scaling): never larger than λτ.
 # The literal reading KL(p_k ‖ p_teacher) $= \sum_i q_i(\log q_i - \log p_i)$ has the gradient
 # $\lambda\tau\, q_i\,(\log q_i - \log p_i - \mathrm{KL})$: it, and the loss's curvature, grow with

@@ -226,7 +226,7 @@ display(Markdown(
 
 # %% [markdown]
 # A case where the components share points, so the identity is not mere arithmetic: points drawn
-# from three overlapping 2-d Gaussians (`chapter.hand_made_mixture`), $M$ chosen by BIC in the same
+# from three overlapping 2-d Gaussians, $M$ chosen by BIC in the same
 # range, then that mixture refitted with EM stopped at ever smaller tolerances (the first row:
 # sklearn's default, the one the runs use):
 
@@ -313,8 +313,8 @@ plots.caption(fig, "A panel per profile of the table above, computed here from t
 # %% [markdown]
 # ## Runs
 #
-# This profile's grid runs here (`run_grid` returns a stored record when the same
-# configuration has run before). Cells that the committed records the **verdicts rest on** cover
+# This profile's grid runs here (a configuration that has run before is read from its stored
+# record, not run again). Cells that the committed records the **verdicts rest on** cover
 # (the reduced profile's rerun at 50 rounds; the line under the verdict box names it) are shown from those
 # records, in every profile, as long as this profile runs the reduced profile's method (model,
 # optimiser, GMM size, the FedGMKD options `min_components`, `dat_a`, `dat_reference`, `kd_on`,
@@ -555,7 +555,7 @@ if ratios is not None:
 # ## Robustness to what the paper leaves open
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedGMKD's paper and released code disagree on DAT's reference, its a, the form of the prediction alignment, gradient clipping and the GMM's component range. The
-# robustness grid (`fedgmkd.ROBUSTNESS`, as data in `fedkd_core/chapters/fedgmkd/robustness.py`) reruns the claims'
+# robustness grid (its variants are listed in `fedkd_core/chapters/fedgmkd/robustness.py`) reruns the claims'
 # cells (the reduced profile's Table 1 block, 3 seeds, at 50 rounds, as the verdicts; only FedGMKD reruns, since the baselines do not change) once per alternative reading; the first variant is this chapter's own. For each
 # variant and claim: its verdict with the pooled effect in points and its 95% interval (`low`,
 # `high`), the cells where it holds and where it is reversed, and the spread over seeds. Variants

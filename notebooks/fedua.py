@@ -254,8 +254,8 @@ if len(step_rows):
 # %% [markdown]
 # ## Runs
 #
-# This profile's grid runs here (`run_grid` returns a stored record when the same
-# configuration has run before). Cells that the committed records of the **reduced** profile
+# This profile's grid runs here (a configuration that has run before is read from its stored
+# record, not run again). Cells that the committed records of the **reduced** profile
 # cover are shown from those records instead, in every profile, as long as this profile runs the
 # reduced profile's method (same model, optimisers, server settings; only the scale differs) and
 # `reuse_reduced` is on. Change a method setting (`-p server_lr 0.01`) and every cell runs anew.
@@ -489,7 +489,7 @@ cells_shown = ledger.show_cell_verdicts(chapter, records)
 # claim reads "untested at this scale" under every variant; open the output below to read it.*
 #
 # The verdict above rests on one reading of each choice the paper does not fix: FedUA's paper states neither the server's optimiser settings, the distillation temperature, the sample ratio of Tables 2-3, nor how the densities become weights. The
-# robustness grid (`fedua.ROBUSTNESS`, as data in `fedkd_core/chapters/fedua/robustness.py`) reruns the claims'
+# robustness grid (its variants are listed in `fedkd_core/chapters/fedua/robustness.py`) reruns the claims'
 # cells (Tables 2 and 3, 3 seeds) once per alternative reading; the first variant keeps the chapter's
 # method settings (server optimiser, temperature, sample ratio, weighting) on the grid's own cells and design.
 # **The grid runs on the reduced profile's first design** (ResNet-8, 400 images per client, 10 rounds

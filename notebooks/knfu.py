@@ -158,8 +158,8 @@ tables.show(report.parameters_table(params))
 # adds two filters: each client uploads soft labels only for transfer samples that look like its
 # own data (a KuLSIF density ratio above its first quartile on held-out local data), and the
 # server drops samples whose ensemble is ambiguous (high entropy). **Local** spends both phases
-# on $D_n$. All four share one implementation of the round
-# (`fedkd_core.algorithms.shapes.transfer_kd.TransferDistillation`); they differ in the fusion hook.
+# on $D_n$. All four share one implementation of the round (the code: `fedkd_core/algorithms/shapes/transfer_kd.py`);
+# they differ only in how a client fuses the soft labels it receives.
 
 # %% [markdown]
 # ## A worked example of the fusion weights
@@ -198,12 +198,12 @@ print(f"heaviest neighbour among the 3 truly closest: {agreement['heaviest_is_cl
 # %% [markdown]
 # ## The runs
 #
-# Every run is an `ExperimentConfig`; `run_grid` returns the stored record when the same
-# configuration ran before. Cells of the grid that already have paper-profile records (from the
+# Every run is one configuration; a configuration that has run before is read from its stored
+# record, not run again. Cells of the grid that already have paper-profile records (from the
 # sweep) are taken from `results/paper/` and not run again, as long as this profile runs the paper
 # profile's method: change a method setting (`-p lr 0.01`, `-p optimizer sgd`) and every cell runs
-# anew and only those runs are shown. The committed records shown are the runs the verdicts read
-# (`knfu.records_shown`): MNIST and CIFAR-10 rerun with every method under the round schedule it
+# anew and only those runs are shown. The committed records shown are the runs the verdicts read:
+# MNIST and CIFAR-10 rerun with every method under the round schedule it
 # chose on a validation split, and FedMD in its original form; the runs as first coded appear
 # beside them in the section "Are the baselines as strong as the paper's?" below.
 
@@ -389,9 +389,9 @@ display(Markdown(report.markdown_list(knfu.verdict(ours, paper_ran))))
 # data before it is scored; Selective-FD's demo keeps one optimiser throughout.
 #
 # So every method of the paper gets the same tuning budget over three schedule choices
-# (`fedkd_core.algorithms.shapes.schedule`): the optimiser **fresh** per phase or **kept** per client,
+# (the code: `fedkd_core/algorithms/shapes/schedule.py`): the optimiser **fresh** per phase or **kept** per client,
 # the digest's learning rate (the local update's, written `-`, or 0.0001) and 0 or 1 **revisit** epoch after the
-# digest, written `STATE/DIGEST_LR/REVISIT` (`fresh/-/0` is the round as first coded). The eight
+# digest, written *optimiser/digest lr/revisit epochs* (`fresh/-/0` is the round as first coded). The eight
 # schedules run in the tuning cells (MNIST, |D_n| = 100, α ∈ {0.1, 0.5, 1}, seed 0, the paper
 # profile otherwise), each client training on 80% of its data and scored on the 20% held out:
 # the choice never sees the test data. Each method keeps the schedule with the best mean
@@ -506,7 +506,7 @@ if len(originals):
 # the output below to read it.*
 #
 # The verdict above rests on one reading of each choice the paper does not fix: KnFu's paper names no optimiser, learning rate, round budget R or Selective-FD threshold, and fixes λ and the fine-tuning epochs without a search. The
-# robustness grid (`knfu.ROBUSTNESS`, as data in `fedkd_core/chapters/knfu/robustness.py`) reruns the claims'
+# robustness grid (its variants are listed in `fedkd_core/chapters/knfu/robustness.py`) reruns the claims'
 # cells (MNIST at |D_n| = 100, α ∈ {0.1, 0.5, 1}, 3 seeds, the paper profile otherwise) once per alternative reading; the first variant is the grid's base reading, the paper profile's settings with the round as first coded (not the tuned schedules the verdict box uses).
 # They are a subset of the chapter's, so its verdicts can differ from the box at the top: "Local ≥
 # sharing at smallest α, largest |D_n|" reads α = 0.1 at |D_n| = 100 here, not the paper's largest

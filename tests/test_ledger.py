@@ -642,3 +642,19 @@ def test_a_withheld_verdict_leaves_holms_family():
     rows = ledger.untestable("A", "claim", "", "x.html#v").assign(verdict="holds", effect="+1.0 [+0.2, +1.8]", p=0.01)
     withheld = ledger.withhold(rows, ledger.V.UNEQUAL_TUNING, {"claim": "not tuned alike"})
     assert withheld.p.isna().all() and ledger.with_holm(withheld)[ledger.HOLM_COLUMN].tolist() == [""]
+
+
+def test_the_fine_print_names_methods_as_the_papers_write_them():
+    """Issue 61: the gate's notes read "left out: pfedsd in 1 cell still rising"; a reader sees the
+    paper's names, taken from the chapters' own maps, and a path or an unrelated word stays as it is."""
+    from fedkd_core.chapters.ledger_pages import fine_print, named_methods
+
+    assert named_methods("pfedsd in 1 cell, lg_fedavg in 2 cells still rising") == \
+        "pFedSD in 1 cell, LG-FedAvg in 2 cells still rising"
+    assert named_methods("selective_fd in 3 cells, knfu_local in 1 cell, hk_dat in 1 cell") == \
+        "Selective-FD in 3 cells, Local in 1 cell, HK + DAT in 1 cell"
+    assert named_methods("fedmd still rising: +3.2 points") == "FedMD still rising: +3.2 points"
+    assert named_methods("results/paper/fedmd in 3 cells; the fedavg grid") == "results/paper/fedmd in 3 cells; the fedavg grid"
+    row = pd.Series({"claim": "FedCKD > pFedSD", "note": "2 of 3 cells still rising at the last round, counted: "
+                     "pfedsd in 2 cells, fedckd in 1 cell still rising"})
+    assert any("counted: pFedSD in 2 cells, FedCKD in 1 cell still rising" in line for line in fine_print(row))

@@ -340,7 +340,7 @@ def test_diverged_runs_complete_a_variant_and_leave_their_cells_out_of_its_claim
 def test_divergence_texts_give_each_methods_runs_and_rounds():
     runs = [SimpleNamespace(algorithm="pfedsd", round=r) for r in (2, 3, 2)] + [SimpleNamespace(algorithm="fedckd", round=5)]
     assert rb.divergence_texts({"v": runs, "w": []}) == {
-        "v": "fedckd diverged in 1 run (round 5); pfedsd diverged in 3 runs (rounds 2-3)"}
+        "v": "FedCKD diverged in 1 run (round 5); pFedSD diverged in 3 runs (rounds 2-3)"}  # the papers' names
 
 
 def test_effect_shifts_name_complete_variants_that_move_an_effect_beyond_both_intervals():
@@ -574,6 +574,9 @@ def test_the_reader_table_folds_the_claim_table_into_six_columns_keeping_what_ea
     assert rb.reader_table(table.iloc[:0]).empty
     partial = table.assign(reason=["b in 1 cell still rising", ""]).iloc[:1]  # judged on the cells the gate kept
     assert rb.reader_table(partial).verdict.tolist() == ["holds; left out: b in 1 cell still rising"]
+    # a method the gate names reads as the paper writes it (issue 61: "left out: pfedsd in 1 cell still rising")
+    gated = table.assign(reason=["pfedsd in 1 cell, lg_fedavg in 2 cells still rising", ""]).iloc[:1]
+    assert rb.reader_table(gated).verdict.tolist() == ["holds; left out: pFedSD in 1 cell, LG-FedAvg in 2 cells still rising"]
     one_seed = table.assign(low=nan, high=nan).iloc[:1]  # an effect without an interval: no "[+nan, +nan]"
     assert rb.reader_table(one_seed)["effect [95% interval]"].tolist() == ["+1.2"]
     # an effect that rounds to zero prints without a minus sign (issue 61: FedCKD's annealing row read "-0.00")

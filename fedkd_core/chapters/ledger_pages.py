@@ -314,6 +314,46 @@ def one_precision(text) -> str:
     return NUMBER.sub(number, text)
 
 
+# --- method names as the papers write them ------------------------------------------------------
+#
+# The convergence gate and the divergence notes name methods by their keys ("pfedsd in 1 cell still
+# rising", "lg_fedavg diverged"); a reader sees the paper's names ("pFedSD", "LG-FedAvg"). The names
+# are each chapter's own map (fedckd.METHOD_NAMES, knfu.METHODS, fedua.METHODS, fedgmkd.METHODS'
+# labels), gathered, never retyped.
+
+_METHOD_NAMES: dict[str, str] = {}
+# a key where it names a method in a note: "KEY in 3 cells", "KEY still rising", "KEY diverged"
+_METHOD_CONTEXT = r"(?=(?: in \d+ cells?\b| still rising\b| diverged\b| not evaluated\b))"
+
+
+def method_names() -> dict[str, str]:
+    """{method key: the name the papers write} over every chapter's own map."""
+    if not _METHOD_NAMES:
+        from . import CHAPTERS, chapter_module
+
+        for chapter in CHAPTERS:
+            module = chapter_module(chapter)
+            for mapping in (getattr(module, "METHOD_NAMES", None), getattr(module, "METHODS", None)):
+                if isinstance(mapping, dict):
+                    for key, value in mapping.items():
+                        name = value if isinstance(value, str) else getattr(value, "label", None)
+                        if isinstance(name, str):
+                            _METHOD_NAMES.setdefault(key, name)
+    return _METHOD_NAMES
+
+
+def named_methods(text) -> str:
+    """``text`` with every method key that a note names ("pfedsd in 1 cell still rising",
+    "selective_fd in 2 cells", "lg_fedavg diverged") written as the paper's name ("pFedSD in 1 cell
+    still rising"); other words, and keys in other contexts (a file path), as they are."""
+    text = str(text)
+    names = method_names()
+    if not names:
+        return text
+    keys = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+    return re.sub(rf"(?<![\w/.])({keys}){_METHOD_CONTEXT}", lambda m: names[m.group(1)], text)
+
+
 # The claims as a student reads them: "A > B" as a sentence; the qualifier in brackets stays.
 PLAIN_PATTERNS = [
     (re.compile(r"^(.+?) best of the methods run$"), r"\1 beats every other method run"),
@@ -359,7 +399,7 @@ def fine_print(row, robustness: bool = True) -> list[str]:
              f"records: {_has(row, 'evidence')}" if _has(row, "evidence") else "",
              f"robustness: {_has(row, 'robustness')}" if robustness and _has(row, "robustness") else "",
              str(row.get("note", "") or "") if isinstance(row.get("note", ""), str) else ""]
-    return [line for line in lines if line]
+    return [named_methods(line) for line in lines if line]
 
 
 def verdict_cell(row) -> str:
@@ -389,7 +429,7 @@ def claim_cell(row, href: str, caveat: str = "", robustness: bool = True, words_
     how the verdict reads (the diverged runs, the chapter's scale), and the fine print folded."""
     lines = fine_print(row, robustness)
     left = failures_left_out(row)
-    visible = caveat or (f"with the diverged runs left out: {one_precision(left)}" if left else "")
+    visible = named_methods(caveat or (f"with the diverged runs left out: {one_precision(left)}" if left else ""))
     details = ("" if not lines else '<details class="fedkd-fine"><summary> ▸ details</summary><ul>'
                + "".join(f"<li>{escape(line)}</li>" for line in lines)
                + f'<li><a href="{escape(words_link)}">what the words mean</a></li>'

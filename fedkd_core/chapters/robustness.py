@@ -146,7 +146,10 @@ def divergences_by_variant(module: ModuleType, base, root=None) -> dict[str, lis
 
 def divergence_texts(divergences: dict[str, list]) -> dict[str, str]:
     """Per variant with diverged runs, which methods diverged in how many runs and in which
-    rounds, e.g. "pfedsd diverged in 6 runs (rounds 2-3)"."""
+    rounds, e.g. "pFedSD diverged in 6 runs (rounds 2-3)" (methods by the papers' names)."""
+    from .ledger_pages import method_names
+
+    names = method_names()
     texts = {}
     for name, diverged in divergences.items():
         by_method: dict[str, list[int]] = {}
@@ -154,7 +157,7 @@ def divergence_texts(divergences: dict[str, list]) -> dict[str, str]:
             by_method.setdefault(divergence.algorithm, []).append(divergence.round)
         if by_method:
             texts[name] = "; ".join(
-                f"{method} diverged in {len(rounds)} run{'s' if len(rounds) != 1 else ''} "
+                f"{names.get(method, method)} diverged in {len(rounds)} run{'s' if len(rounds) != 1 else ''} "
                 f"(round{'s' if min(rounds) != max(rounds) else ''} "
                 f"{min(rounds)}{f'-{max(rounds)}' if min(rounds) != max(rounds) else ''})"
                 for method, rounds in sorted(by_method.items()))
@@ -478,13 +481,15 @@ def reader_table(table: pd.DataFrame) -> pd.DataFrame:
 
     def verdict(row) -> str:
         from ..verdicts import UNTESTED
+        from .ledger_pages import named_methods
 
         if not row.reason:
             return row.verdict
+        reason = named_methods(row.reason)  # "pFedSD in 1 cell still rising", not the key "pfedsd"
         # a judged claim's reason names the cells the gate left out (or, gate off, counted), not why it holds
         if row.verdict == UNTESTED:
-            return f"{row.verdict} ({row.reason})"
-        return f"{row.verdict}; {row.reason}" if row.reason.startswith(COUNTED_PREFIX) else f"{row.verdict}; left out: {row.reason}"
+            return f"{row.verdict} ({reason})"
+        return f"{row.verdict}; {reason}" if reason.startswith(COUNTED_PREFIX) else f"{row.verdict}; left out: {reason}"
 
     def runs(row) -> str:
         notes = ([f"{row.diverged} diverged"] if row.diverged else []) + ([] if row.complete else ["incomplete"])
@@ -568,8 +573,8 @@ def show(module: ModuleType, name: str, root=None) -> pd.DataFrame:
                          + "\n".join(f"* {name}: {text}" for name, text in diverged.items())))
     notes = machine_notes(records)
     if notes:
-        display(Markdown("Effects that pair runs from machines not shown to compute alike (`fedkd_core.numerics`: "
-                         "machines whose fp32 reruns of each other's records came out identical count as one): the same "
+        display(Markdown("Effects that pair runs from machines not shown to compute alike (machines whose fp32 "
+                         "reruns of each other's records came out identical count as one): the same "
                          f"run made on another CPU in fp32 moves by {MACHINE_DRIFT:.2f} points on average (the Performance "
                          f"page's drift section), so such a variant's intervals are widened by ±{effect_drift():.2f} points "
                          "(two runs in each effect).\n\n"

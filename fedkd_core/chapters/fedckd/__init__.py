@@ -39,8 +39,8 @@ from .records import (READ_SEEDS, SCALE_FIELDS, cell_of, divergence_tally, diver
                       paper_scale_records,
                       records_and_runs, reduced_profile_records, reduced_records_by_grid)
 from .robustness import ROBUSTNESS
-from .tables import (NOT_REPRODUCED, annealing_gains, annealing_seed_gains, annealing_table, compare_accuracy, divergence_rates,
-                     divergence_rates_text, fairness_table, fig5_differences, offline_copy, paper_scale, per_client_counts, per_client_difference,
+from .tables import (NOT_REPRODUCED, annealing_gains, annealing_seed_gains, annealing_table, best_round_table, compare_accuracy, divergence_rates,
+                     divergence_rates_text, fairness_table, fig5_differences, fig5_scale_text, offline_copy, paper_scale, per_client_counts, per_client_difference,
                      sensitivity_table, summary)
 
 __all__ = [
@@ -50,7 +50,7 @@ __all__ = [
     "Params", "READ_SEEDS", "VerdictBasis", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE", "SCALE_FIELDS", "SETTINGS",
     "SETTING_OF_PARTITION", "Scenario", "algorithm_params", "annealing_gains", "annealing_grid", "annealing_seed_gains", "annealing_table",
     "cell_of", "claim_effects", "compare_accuracy", "data_config", "effects_of", "experiments", "experiments_to_run",
-    "fairness_table", "fig5_differences", "forgetting_by_round", "forgetting_text", "forgetting_trace", "grids",
+    "best_round_table", "fairness_table", "fig5_differences", "fig5_scale_text", "forgetting_by_round", "forgetting_text", "forgetting_trace", "grids",
     "hyperparameter_table", "images_text", "kl_sharpness", "ledger_rows", "logit_sharpness",
     "main_grid", "method_differences", "observations", "offline_copy", "paper_accuracy_table", "paper_accuracy_tables",
     "diverged_seeds", "divergence_traces", "determinism_checks", "determinism_check_text", "plot_trace", "trace_text", "divergence_rates", "divergence_rates_text", "divergences_text", "divergence_tally", "divergence_tally_text", "machine_check_text", "machine_checks", "paper_annealing", "paper_column", "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",

@@ -255,7 +255,20 @@ def sensitivity_table(sensitivity: pd.DataFrame, params: Params) -> pd.DataFrame
     rows = [{"algorithm": algorithm, "varied": varied, "value": value,
              "cell": pm(group.alma.mean() * 100, group.alma.std(ddof=0) * 100, 2)}
             for varied, value, mask in columns for algorithm, group in sensitivity[mask].groupby("algorithm", sort=False)]
-    return pd.DataFrame(rows).pivot(index="algorithm", columns=["varied", "value"], values="cell")
+    table = pd.DataFrame(rows).pivot(index="algorithm", columns=["varied", "value"], values="cell")
+    return table.rename(index=METHOD_NAMES)
+
+
+def best_round_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The final and the best-round accuracy (%) of the same runs (:func:`summary` rows), mean over
+    seeds per profile, dataset, setting, client count and method (pFedSD's code reports the best
+    mean over rounds, which may be what the paper's tables show); methods by the paper's names."""
+    columns = ["profile", "dataset", "setting", "clients", "method", "final (%)", "best round (%)"]
+    if not len(frame):
+        return pd.DataFrame(columns=columns)
+    best = frame.groupby(["profile", "dataset", "setting", "clients", "algorithm"], sort=False)[["alma", "best_alma"]].mean() * 100
+    best = best.reset_index().rename(columns={"algorithm": "method", "alma": "final (%)", "best_alma": "best round (%)"})
+    return best.assign(method=best.method.map(lambda key: METHOD_NAMES.get(key, key)))[columns]
 
 
 def fig5_differences(main: pd.DataFrame) -> pd.DataFrame:
@@ -265,6 +278,22 @@ def fig5_differences(main: pd.DataFrame) -> pd.DataFrame:
         return differences
     smallest = differences.clients == differences.groupby("profile").clients.transform("min")
     return differences[(differences.seed == 0) & smallest]
+
+
+def fig5_scale_text(differences: pd.DataFrame, verdict_params: Params) -> str:
+    """Where Fig. 5's panels (:func:`fig5_differences` rows) are not at the verdicts' scale, one
+    sentence saying so plainly: which profile and client count the panels draw, which the verdict on
+    FedCKD > pFedSD rests on (``verdict_params``: the verdict basis's profile); "" where they agree."""
+    drawn = differences[["profile", "clients"]].drop_duplicates().sort_values(["clients", "profile"])
+    verdict = parse_scenarios(verdict_params.scenarios)[-1]
+    at_scale = [(p, n) for p, n in drawn.itertuples(index=False) if p == verdict_params.profile and n == verdict.clients]
+    if not len(drawn) or len(at_scale) == len(drawn):
+        return ""
+    shown = " and ".join(f"the {p} profile's {n}-client runs" for p, n in drawn.itertuples(index=False))
+    return (f"Not the verdict's scale: the panels show {shown}, while the verdict on FedCKD > pFedSD (the box at "
+            f"the top) rests on the {verdict_params.profile} profile's {verdict.clients}-client column (r = "
+            f"{verdict.participation:g}, T = {verdict.rounds}), which this figure does not draw. Read it as the "
+            "per-client picture of a smaller federation, not as the verdict's evidence.")
 
 
 def per_client_counts(differences: pd.DataFrame) -> pd.DataFrame:
