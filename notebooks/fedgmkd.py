@@ -167,9 +167,11 @@ LABELS = {key: method.label for key, method in chapter.METHODS.items()}
 #
 # 1. **Local training.** Client $i$ starts from the global model $W^{r-1}$ and minimises (Eq. 13)
 #
-#    $$\mathcal L_i = \frac{1}{|D_i|}\sum_{(x,y)\in D_i} \mathrm{CE}\big(C(F(x)), y\big)
-#      + \lambda \frac{1}{|D_i|}\sum_{(x,y)\in D_i} \big\lVert F(x) - H_y \big\rVert_2^2
-#      + \frac{\gamma}{J} \sum_{j=1}^{J} \big\lVert \mathrm{softmax}\big(C(H_j)/T\big) - Q_j \big\rVert_2^2,$$
+#    $$\begin{aligned}
+#      \mathcal L_i ={}& \frac{1}{|D_i|}\sum_{(x,y)\in D_i} \mathrm{CE}\big(C(F(x)), y\big)
+#      + \lambda \frac{1}{|D_i|}\sum_{(x,y)\in D_i} \big\lVert F(x) - H_y \big\rVert_2^2 \\
+#      &+ \frac{\gamma}{J} \sum_{j=1}^{J} \big\lVert \mathrm{softmax}\big(C(H_j)/T\big) - Q_j \big\rVert_2^2,
+#    \end{aligned}$$
 #
 #    with the global prototypes $H_j$ and soft predictions $Q_j$ of the previous round (round 1:
 #    cross-entropy alone). The trained model is the client's local model.
@@ -177,15 +179,19 @@ LABELS = {key: method.label for key, method in chapter.METHODS.items()}
 #    $\{\pi_m, \mu_m, \Sigma_m\}_{m=1}^{M}$ to its features $\{h_n\}$ of that class ($M$ by BIC) and
 #    forms the prototype (Eqs. 4–5) and the soft prediction (Eq. 3, read as the class mean)
 #
-#    $$\gamma_m(h) = \frac{\pi_m \mathcal N(h;\mu_m,\Sigma_m)}{\sum_{m'} \pi_{m'} \mathcal N(h;\mu_{m'},\Sigma_{m'})},\qquad
-#      \hat h_i^j = \frac{1}{N_i^j}\sum_{n} \sum_m \gamma_m(h_n)\,\mu_m,\qquad
-#      \hat q_i^j = \frac{1}{N_i^j}\sum_n \mathrm{softmax}\big(C(h_n)/T\big).$$
+#    $$\begin{aligned}
+#      \gamma_m(h) &= \frac{\pi_m \mathcal N(h;\mu_m,\Sigma_m)}{\sum_{m'} \pi_{m'} \mathcal N(h;\mu_{m'},\Sigma_{m'})}, \\
+#      \hat h_i^j &= \frac{1}{N_i^j}\sum_{n} \sum_m \gamma_m(h_n)\,\mu_m, \\
+#      \hat q_i^j &= \frac{1}{N_i^j}\sum_n \mathrm{softmax}\big(C(h_n)/T\big).
+#    \end{aligned}$$
 # 3. **Discrepancy-aware aggregation (DAT).** Per class $j$, over the clients that hold it
 #    (Eqs. 9–11), with $a = b = 0.2$:
 #
-#    $$w^{\text{init}}_{ij} = \frac{N_i^j}{\sum_{i'} N_{i'}^j},\qquad
-#      d_{ij} = \mathrm{KL}\big(\hat q_i^j \,\Vert\, \hat Q_j\big),\qquad
-#      w_{ij} = \frac{\mathrm{ReLU}(w^{\text{init}}_{ij} - a\,d_{ij} + b)}{\sum_{i'} \mathrm{ReLU}(w^{\text{init}}_{i'j} - a\,d_{i'j} + b)},$$
+#    $$\begin{aligned}
+#      w^{\text{init}}_{ij} &= \frac{N_i^j}{\sum_{i'} N_{i'}^j}, \qquad
+#      d_{ij} = \mathrm{KL}\big(\hat q_i^j \,\Vert\, \hat Q_j\big), \\
+#      w_{ij} &= \frac{\mathrm{ReLU}(w^{\text{init}}_{ij} - a\,d_{ij} + b)}{\sum_{i'} \mathrm{ReLU}(w^{\text{init}}_{i'j} - a\,d_{i'j} + b)},
+#    \end{aligned}$$
 #
 #    where $\hat Q_j = \sum_i w^{\text{init}}_{ij}\hat q_i^j$ is the preliminary aggregate of
 #    Appendix A.2 (Algorithm 1 reads $d$ against last round's $Q_j$; both are options). Then
@@ -396,10 +402,13 @@ for dataset, reason in chapter.DATASET_REASON.items():
 
 # %% tags=["hide-input"]
 ratios = chapter.time_ratios(chapter.table1_rows(ours, params.alpha)) if len(ours) else None
-cost = chapter.cost_table(ratios)
 machines = sorted({f"{machine_text(r.environment.get('device_name'))} ({r.profile} profile)" for r in records})
-display(Markdown("Measured on: " + (", ".join(machines) if machines else "nothing yet") + "."))
-tables.show(cost.assign(method=cost.method.map(LABELS)), digits=3)
+display(Markdown("Measured on: " + (", ".join(machines) if machines else "nothing yet") + ". Each cell: the time per "
+                 "client-round as a multiple of FedAvg's on the same machine, the seconds in brackets; one table "
+                 "per profile and machine."))
+for title, cost in chapter.cost_tables(ratios):
+    display(Markdown(f"**{title}**"))
+    tables.show(cost.assign(method=cost.method.map(lambda key: LABELS.get(key, key))))
 faster = ratios[(ratios.ratio < 1) & (ratios.method != "fedavg")] if ratios is not None else []
 if len(faster):
     lowest = faster.groupby("method").ratio.min().sort_values()

@@ -322,6 +322,26 @@ def test_cost_table_sets_each_profiles_ratio_beside_the_papers_and_names_machine
     assert gmkd.paper_ratio.tolist() == pytest.approx([251.55 / 98.94] * 3)
 
 
+def test_cost_tables_fit_the_column_one_narrow_table_per_profile_and_machine():
+    """Issue 61: the time table had 15 columns (787 px in a 676 px column, headers broken into
+    fragments); now one table per profile and machine, a column per client count, each cell a ratio
+    with its seconds."""
+    zen, zen4 = "AMD EPYC (family 23 model 1, AVX2)", "AMD EPYC (family 25 model 17, AVX512-BF16)"
+    ratios = pd.DataFrame({"profile": ["reduced"] * 6, "machine": [zen] * 4 + [zen4] * 2,
+                           "clients": [10, 10, 20, 20, 10, 10], "method": ["fedavg", "fedgmkd"] * 3,
+                           "seconds_per_client_round": [1.0, 3.0, 2.0, 5.0, 0.5, 1.0]})
+    ratios = ratios.assign(ratio=[1.0, 3.0, 1.0, 2.5, 1.0, 2.0])
+    shown = chapter.cost_tables(ratios)
+    assert [title for title, _ in shown] == ["reduced profile, AMD EPYC Zen", "reduced profile, AMD EPYC Zen 4"]
+    first = shown[0][1].set_index("method")
+    assert first.columns.tolist() == ["paper, 2 A100s", "10 clients", "20 clients"]
+    assert first.loc["fedgmkd", "10 clients"] == "3.00× (3 s)" and first.loc["fedgmkd", "20 clients"] == "2.50× (5 s)"
+    assert first.loc["fedgmkd", "paper, 2 A100s"] == "2.54× (252 s)"
+    assert first.loc["fedprox", "10 clients"] == "—"  # a method of the paper's not measured here
+    assert all(len(table.columns) <= 5 for _, table in shown)
+    assert chapter.cost_tables(None)[0][1].columns.tolist() == ["method", "paper, 2 A100s"]
+
+
 def test_traffic_is_kilobytes_per_client_round_and_the_upload_against_fedavgs_at_the_same_count():
     frame = summary_rows(method=["fedavg", "fedgmkd", "fedgmkd", "fedgmkd"], clients=[10, 10, 10, 20],
                          upload_mb=[2.0, 2.1, 2.3, 5.0], download_mb=[2.0, 2.0, 2.0, 2.0])

@@ -35,7 +35,7 @@ from .profiles import REDESIGN_PROFILE, REDUCED_PROFILE, RERUNS, ROBUSTNESS_BASE
 from .redesign import gate_sensitivity, gate_text, late_reading, redesign_records, round_budget_table, window_mean
 from .records import SCALE_FIELDS, cell_of, experiments_to_run, method_differences, method_key, reduced_profile_records
 from .robustness import ROBUSTNESS, robustness_grid
-from .tables import (accuracy_per_profile, at_default_weights, cost_table, dat_shift_table, fedgmkd_cost, first_places,
+from .tables import (accuracy_per_profile, at_default_weights, cost_table, cost_tables, dat_shift_table, fedgmkd_cost, first_places,
                      first_places_text, gains_over, gains_text, history_frame, last_rounds_mean, long_accuracies,
                      ranking_summary, summary, table1_rows, table3_rows, table5_cells, table5_rows, time_ratios,
                      traffic_table, weight_pairs_text)
@@ -47,7 +47,7 @@ __all__ = [
     "redesign_records", "round_budget_table", "gate_sensitivity", "gate_text", "late_reading", "scale_text",
     "verdict_basis", "verdict_basis_text", "resting_text", "window_mean", "ROBUSTNESS", "ROBUSTNESS_BASE", "ROBUSTNESS_RERUN", "robustness_grid",
     "SCALE_FIELDS", "TABLE1_CLAIMS", "TABLE3_METHODS", "TOLERANCES", "Method", "Params", "ablation_grid",
-    "accuracy_per_profile", "at_default_weights", "cell_of", "claim_effects", "cost_table", "data_config",
+    "accuracy_per_profile", "at_default_weights", "cell_of", "claim_effects", "cost_table", "cost_tables", "data_config",
     "effects_of", "experiments", "experiments_to_run", "fedgmkd_cost", "first_places", "first_places_text",
     "dat_shift_table", "gains_over", "gains_text", "hand_made_mixture", "history_frame", "last_rounds_mean", "ledger_rows",
     "long_accuracies", "method_differences", "method_key", "method_params", "mixture_identity", "observations",

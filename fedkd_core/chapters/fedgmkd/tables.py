@@ -135,6 +135,36 @@ def cost_table(ratios: pd.DataFrame | None = None) -> pd.DataFrame:
     return cost
 
 
+def _ratio_text(ratio, seconds) -> str:
+    """"2.01× (0.494 s)": a method's time per client-round as its ratio to FedAvg's, the seconds beside."""
+    if pd.isna(ratio) or pd.isna(seconds):
+        return "—"
+    return f"{ratio:.2f}× ({seconds:.3g} s)"
+
+
+def cost_tables(ratios: pd.DataFrame | None = None) -> list[tuple[str, pd.DataFrame]]:
+    """:func:`cost_table` reshaped to fit the book's column (issue 61: fifteen columns, 787 px in a
+    676 px column): one narrow table per profile and machine, a row per method, a column for the
+    paper's (two A100s) and one per client count, each cell the ratio to FedAvg's time per
+    client-round on the same machine with its seconds beside ("2.01× (0.494 s)"). Returns (title,
+    table) pairs; just the paper's where no run was measured."""
+    times = paper_times()
+    paper = times[times.dataset == "CIFAR-10"]
+    paper = pd.DataFrame({"method": paper.method,
+                          "paper, 2 A100s": [_ratio_text(r, t) for r, t in zip(paper.ratio, paper.seconds)]})
+    if ratios is None or not len(ratios):
+        return [("The paper's", paper)]
+    shown = []
+    for (profile, machine), group in ratios.groupby(["profile", "machine"], sort=False):
+        table = paper.copy()
+        for count, at in group.groupby("clients"):
+            cells = {m: _ratio_text(r, t) for m, r, t in zip(at.method, at.ratio, at.seconds_per_client_round)}
+            table = table.merge(pd.DataFrame({"method": list(cells), f"{count} clients": list(cells.values())}),
+                                 on="method", how="outer")
+        shown.append((f"{profile} profile, {machine_text(machine)}", table.fillna("—")))
+    return shown
+
+
 def traffic_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Bytes per client and round of each method and client count (:func:`summary` rows, mean over
     runs, kB), and the upload's ratio to FedAvg's at the same client count ("—" without FedAvg)."""
