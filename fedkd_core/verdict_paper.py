@@ -17,6 +17,8 @@ Where the paper prints no spread, only the signs are counted.
 
 from __future__ import annotations
 
+import pickle
+import weakref
 from dataclasses import replace
 from typing import Callable, Sequence
 
@@ -76,9 +78,34 @@ def _delta_method(rows: pd.DataFrame, values: np.ndarray, stds: np.ndarray, runs
                   every: pd.DataFrame, keys: list[str]) -> tuple[dict, dict]:
     """Per claim and cell (a tuple of ``keys``): the delta-method variance of its effect (points²)
     and its Welch–Satterthwaite degrees of freedom."""
+    parts = {claim: {} for claim in claims_in(every, keys)}
+    for claim, cells in _slopes(rows, values, effects_of, every, keys).items():
+        for cell, slopes in cells.items():
+            parts[claim][cell] = [slope**2 * stds[i]**2 / runs for i, slope in slopes]
+    variances = {claim: {cell: float(sum(a)) for cell, a in cells.items()} for claim, cells in parts.items()}
+    dofs = {claim: {cell: (float(sum(a) ** 2 / sum(x**2 / (runs - 1) for x in a)) if sum(a) > 0 else float("inf"))
+                    for cell, a in cells.items()} for claim, cells in parts.items()}
+    return ({c: _default(v, 0.0) for c, v in variances.items()}, {c: _default(v, float("inf")) for c, v in dofs.items()})
+
+
+# Per effects_of function (dropped with it), the slopes :func:`_slopes` found for a printed table:
+# the same table is judged many times over (every verdict of a chapter, each assumed run count).
+_SLOPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _slopes(rows: pd.DataFrame, values: np.ndarray, effects_of, every: pd.DataFrame,
+            keys: list[str]) -> dict[str, dict[tuple, list[tuple[int, float]]]]:
+    """Per claim and cell, the (printed mean's index, slope) of every printed mean that moves the
+    cell's effect: finite differences of ``effects_of``, the cost of the delta method (an
+    ``effects_of`` per printed mean). They depend on the table and the means, not on the runs
+    assumed or the spreads, so they are computed once per table and ``effects_of``."""
+    key = (pickle.dumps((rows, tuple(keys))), values.tobytes())
+    known = _SLOPES.setdefault(effects_of, {}) if _weakly_referable(effects_of) else {}
+    if key in known:
+        return known[key]
     claims = claims_in(every, keys)
     base = every.set_index(keys)
-    parts = {claim: {} for claim in claims}
+    slopes = {claim: {} for claim in claims}
     for i in range(len(values)):
         moved = values.copy()
         moved[i] += STEP
@@ -87,11 +114,17 @@ def _delta_method(rows: pd.DataFrame, values: np.ndarray, stds: np.ndarray, runs
             g = gradient[claim].fillna(0.0) if claim in gradient else pd.Series(0.0, index=base.index)
             for cell, slope in g.items():
                 if abs(slope) > 1e-9:
-                    parts[claim].setdefault(cell if isinstance(cell, tuple) else (cell,), []).append(slope**2 * stds[i]**2 / runs)
-    variances = {claim: {cell: float(sum(a)) for cell, a in cells.items()} for claim, cells in parts.items()}
-    dofs = {claim: {cell: (float(sum(a) ** 2 / sum(x**2 / (runs - 1) for x in a)) if sum(a) > 0 else float("inf"))
-                    for cell, a in cells.items()} for claim, cells in parts.items()}
-    return ({c: _default(v, 0.0) for c, v in variances.items()}, {c: _default(v, float("inf")) for c, v in dofs.items()})
+                    slopes[claim].setdefault(cell if isinstance(cell, tuple) else (cell,), []).append((i, slope))
+    known[key] = slopes
+    return slopes
+
+
+def _weakly_referable(function) -> bool:
+    try:
+        weakref.ref(function)
+    except TypeError:
+        return False
+    return True
 
 
 class _default(dict):
