@@ -122,7 +122,12 @@ def determinism_text(trace: dict) -> str:
 
     d, rerun = trace["determinism"], trace["rerun"]
     settings = ", ".join(f"{k}={v}" for k, v in rerun.get("environment_variables", {}).items() if k != "OMP_NUM_THREADS")
-    where = f"{machine_text(rerun['device_name'])}, one thread{f', {settings}' if settings else ''}"
+    on_cpu = not str(rerun["device_name"]).startswith("NVIDIA")
+    masks = {"device": ", dropout masks from the GPU's own generator (as the stored run drew them)",
+             "host": ", dropout masks from the host's generator (not the stored run's draws)"}.get(
+        rerun.get("masks", "") if not on_cpu else "", "")
+    where = (f"{machine_text(rerun['device_name'])}{', one thread' if on_cpu else ''}{masks}"
+             f"{f', {settings}' if settings else ''}")
     stored = machine_text(d["stored_device"]) if d.get("stored_device") else "another machine"
     if d["rounds_compared"] and d["rounds_identical"] == d["rounds_compared"]:
         agreement = (f"every client's accuracy in all {d['rounds_compared']} rounds the stored run recorded is the "
@@ -169,12 +174,33 @@ def trace_text(trace: dict) -> str:
             if _value(window, at, name) is not None and pd.notna(_value(window, at, name)) else "")
         for name, at in order[:4])
     earlier = finding.get("client_earlier_rounds", [])
-    return (f"{determinism_text(trace)} The first non-finite value is in client {finding['client']}'s update "
+    poisoned = poisoned_round(trace)
+    upload = "" if poisoned is None else (
+        f" The model this client downloaded had already blown up: in round {poisoned['round']} a step reached loss "
+        f"{poisoned['max_loss']:.3g} and weight norm {poisoned['max_weight_norm']:.3g} without turning non-finite, so "
+        "the run's check (a non-finite loss) let that upload through, and the server averaged it into the global model.")
+    return (f"{determinism_text(trace)}{upload} The first non-finite value is in client {finding['client']}'s update "
             f"(its classes: {classes}), local step {step} (epoch {step // spe + 1}, batch {step % spe + 1} of {spe}). "
             f"Leaving the range that every earlier step of every client kept: {first}. The client had trained in "
             f"round{'s' if len(earlier) != 1 else ''} {', '.join(map(str, earlier)) or 'none before'}; its first step "
             f"this round had loss {finding['first_step_loss']:.3g} (the largest first-step loss of any update before: "
             f"{max((r['max_first_loss'] for r in trace['rounds'] if r['round'] < finding['round']), default=float('nan')):.3g}).")
+
+
+POISON_FACTOR = 100  # an earlier round whose largest weight norm is this many times the usual one blew up
+
+
+def poisoned_round(trace: dict) -> dict | None:
+    """The round before the blow-up whose largest weight norm is :data:`POISON_FACTOR` times the
+    median over the rounds before it (an update that exploded without a non-finite value), or None."""
+    if not trace["finding"].get("diverged"):
+        return None
+    prior = [r for r in trace.get("rounds", []) if r["round"] < trace["finding"]["round"]]
+    if len(prior) < 2:
+        return None
+    usual = float(pd.Series([r["max_weight_norm"] for r in prior]).median())
+    worst = max(prior, key=lambda r: r["max_weight_norm"])
+    return worst if worst["max_weight_norm"] > POISON_FACTOR * usual else None
 
 
 def determinism_checks(folder: Path = BENCHMARK_RESULTS) -> list[dict]:
@@ -213,3 +239,36 @@ def determinism_check_text(check: dict) -> str:
                  "this learning rate the config sits at the edge of stability, whether and when a run crosses it "
                  "depends on rounding-level differences, and no rerun elsewhere can show the stored blow-up step by step")
     return text + "."
+
+
+def _run_name(trace: dict) -> str:
+    return f"{METHOD_NAMES.get(trace['algorithm'], trace['algorithm'])} seed {trace['seed']}"
+
+
+def traces_finding_text(traces: list[dict]) -> str:
+    """What the traces establish together: which stored divergences reran exactly (every recorded
+    round identical, the non-finite loss in the stored round), and what reruns under other draws
+    (other dropout masks, another CPU's rounding) did."""
+    if not traces:
+        return ""
+    exact, other = [], []
+    for trace in traces:
+        d, finding = trace["determinism"], trace["finding"]
+        same = d["rounds_compared"] and d["rounds_identical"] == d["rounds_compared"]
+        if same and finding.get("diverged") and finding["round"] == trace["stored_round"]:
+            exact.append(f"{_run_name(trace)} (round {finding['round']})")
+        else:
+            outcome = (f"diverged in round {finding['round']}" if finding.get("diverged")
+                       else f"had not diverged after {finding.get('rounds_traced')} rounds")
+            other.append(f"{_run_name(trace)} {outcome} (stored: round {trace['stored_round']})")
+    text = ""
+    if exact:
+        text += (f"Rerun with the stored run's own draws on its own kind of device, {', '.join(exact)} diverged again "
+                 "in the same round, every recorded round identical to the stored one: a divergence is a deterministic "
+                 "outcome of the config, its seed and its random draws, not an accident of a machine's arithmetic. ")
+    if other:
+        text += (f"Under other draws (other dropout masks, or another CPU's rounding): {'; '.join(other)}. Whether a "
+                 "run of this setting blows up depends on its draws, and every traced blow-up has the same shape: a "
+                 "two-class client's logits grow while its loss falls, one batch then gives a gradient hundreds of "
+                 "times the median, and momentum 0.9 carries it on until the loss overflows.")
+    return text.strip()
