@@ -9,12 +9,34 @@ every method's mean curve gained less than :data:`MAX_LATE_GAIN` points over the
 
 from __future__ import annotations
 
+import copy
+import pickle
+import weakref
 from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .verdict_words import POINTS
+
+# Per effects_of function (dropped with it), what :func:`claim_gates` and :func:`claims_cell_sources`
+# found for a table of observations: a chapter's verdicts ask them for the same runs again and again
+# (a judgement with the gate and without it, the cells' links and the gates). Each answer moves every
+# method's or cell's values and computes effects_of again: the bulk of a verdict's cost.
+_KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _remembered(effects_of, name: str, observations: pd.DataFrame, arguments: tuple, compute):
+    """``compute()``, or a copy of what it gave for the same ``effects_of``, ``observations`` (by
+    content) and ``arguments``; a function that cannot be weakly referenced is never remembered."""
+    try:
+        known = _KNOWN.setdefault(effects_of, {})
+    except TypeError:
+        return compute()
+    key = (name, pickle.dumps((observations, arguments)))
+    if key not in known:
+        known[key] = compute()
+    return copy.deepcopy(known[key])
 
 # The convergence gate: a cell counts only if every run behind it was evaluated this often and its
 # method's mean curve gained less than this many points over the last LATE_SHARE of the rounds.
@@ -180,6 +202,11 @@ def claim_gates(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observa
     """Per claim, the :func:`gate` of the runs of the methods it compares (:func:`claim_methods`),
     where a cell whose effect also reads the runs of other cells (FedUA's relative drop from C = 1)
     passes only if those cells pass too (:func:`claims_cell_sources`)."""
+    return _remembered(effects_of, "gates", observations, (tuple(cell_keys), method),
+                       lambda: _claim_gates(effects_of, observations, cell_keys, method))
+
+
+def _claim_gates(effects_of, observations: pd.DataFrame, cell_keys: Sequence[str], method: str) -> dict[str, pd.DataFrame]:
     methods_of = claim_methods(effects_of, observations, cell_keys, method)
     sources = claims_cell_sources(effects_of, observations, cell_keys, list(methods_of))
     return {claim: with_sources(gate(observations[observations[method].isin(methods)], cell_keys, method),
@@ -201,6 +228,12 @@ def claims_cell_sources(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame],
     """:func:`cell_sources` of every claim of ``claims`` at once: each cell is moved once and every
     claim's effects read from that one move (a claim's effect reads only its own methods' runs, so
     moving the other methods' runs of the cell as well changes nothing for it)."""
+    return _remembered(effects_of, "sources", observations, (tuple(cell_keys), tuple(claims), value),
+                       lambda: _claims_cell_sources(effects_of, observations, cell_keys, claims, value))
+
+
+def _claims_cell_sources(effects_of, observations: pd.DataFrame, cell_keys: Sequence[str], claims: Sequence[str],
+                         value: str) -> dict[str, dict[tuple, set]]:
     keys = list(cell_keys)
     observations = observations.reset_index(drop=True)
     full = effects_of(observations, value)
