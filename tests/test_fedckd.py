@@ -302,7 +302,7 @@ def test_sensitivity_table_puts_each_run_in_the_one_column_it_varies():
                         model=["pfedsd_cnn_mnist", "pfedsd_cnn_mnist", "pfedsd_cnn_mnist", "resnet8"],
                         alma=[0.50, 0.60, 0.70, 0.80])
     table = chapter.sensitivity_table(runs, params)
-    assert table.loc["fedckd"].to_dict() == {("alpha", 0.1): "50.00 ± 0.00", ("alpha", 1.0): "60.00 ± 0.00",
+    assert table.loc["FedCKD"].to_dict() == {("alpha", 0.1): "50.00 ± 0.00", ("alpha", 1.0): "60.00 ± 0.00",
                                              ("participation", 0.5): "70.00 ± 0.00",
                                              ("participation", 1.0): "50.00 ± 0.00", ("model", "resnet8"): "80.00 ± 0.00"}
 
