@@ -180,11 +180,17 @@ def headline_rows(ledger: pd.DataFrame) -> pd.DataFrame:
 
 
 def caveats(short: bool = True) -> dict[str, str]:
-    """Per paper, the caveat that changes how its verdicts read, shown wherever they are: FedUA's
+    """Per paper, the caveat that changes how its verdicts read, shown wherever they are: FedCKD's
+    divergences with the clipped deviation's finding (:func:`fedkd_core.chapters.fedckd.clipped_caveat`); FedUA's
     server budget, with what the server-budget ladder found at the paper's 20 epochs
     (:func:`fedkd_core.chapters.fedua.read_at_scale`, which ends with
     :func:`fedkd_core.chapters.fedua.ladder.ladder_finding`). ``short``: one line, for a verdict row."""
     found = {}
+    from .chapters.fedckd import clipped_caveat
+
+    fedckd = clipped_caveat(short)  # the column's divergences and the clipped deviation
+    if fedckd:
+        found["FedCKD"] = fedckd
     try:
         from .chapters.fedua import REDUCED_PROFILE, ladder
         from .chapters.fedua.profiles import PAPER_PROFILE

@@ -68,3 +68,9 @@ def test_the_traces_say_which_reruns_were_exact_and_what_other_draws_did():
     assert "had not diverged after 30 rounds (stored: round 18)" in other
     assert "diverged in round 7 (stored: round 12)" in other and "diverged again" not in other
     assert divergence.traces_finding_text([]) == ""
+
+
+def test_the_caveat_counts_the_columns_divergences_and_the_clipped_reruns():
+    short, long = clipped.clipped_caveat(True, RESULTS), clipped.clipped_caveat(False, RESULTS)
+    assert short.startswith("3 of the column's 48 runs diverged") and "0 of 15 pathological reruns do" in short
+    assert "FedCKD − pFedSD there is +0.27" in long

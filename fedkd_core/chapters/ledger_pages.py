@@ -429,7 +429,8 @@ def claim_cell(row, href: str, caveat: str = "", robustness: bool = True, words_
     how the verdict reads (the diverged runs, the chapter's scale), and the fine print folded."""
     lines = fine_print(row, robustness)
     left = failures_left_out(row)
-    visible = named_methods(caveat or (f"with the diverged runs left out: {one_precision(left)}" if left else ""))
+    visible = named_methods("; ".join(part for part in (
+        f"with the diverged runs left out: {one_precision(left)}" if left else "", caveat) if part))
     details = ("" if not lines else '<details class="fedkd-fine"><summary> ▸ details</summary><ul>'
                + "".join(f"<li>{escape(line)}</li>" for line in lines)
                + f'<li><a href="{escape(words_link)}">what the words mean</a></li>'

@@ -21,7 +21,7 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 """
 
 from .analysis import forgetting_by_round, forgetting_text, forgetting_trace, kl_sharpness, logit_sharpness
-from .clipped import CLIPPED, clipped_cell, clipped_table, clipped_text
+from .clipped import CLIPPED, clipped_caveat, clipped_cell, clipped_table, clipped_text
 from .divergence import determinism_check_text, determinism_checks, plot_trace, trace_text, traces_finding_text
 from .divergence import traces as divergence_traces
 from .claims import (ANNEALING_CLAIM, CONSTANT, EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, PERSONALISED,
@@ -54,9 +54,15 @@ __all__ = [
     "best_round_table", "fairness_table", "fig5_differences", "fig5_scale_text", "forgetting_by_round", "forgetting_text", "forgetting_trace", "grids",
     "hyperparameter_table", "images_text", "kl_sharpness", "ledger_rows", "logit_sharpness",
     "main_grid", "method_differences", "observations", "offline_copy", "paper_accuracy_table", "paper_accuracy_tables",
-    "CLIPPED", "clipped_cell", "clipped_table", "clipped_text", "traces_finding_text",
+    "CLIPPED", "clipped_caveat", "read_at_scale", "clipped_cell", "clipped_table", "clipped_text", "traces_finding_text",
     "diverged_seeds", "divergence_traces", "determinism_checks", "determinism_check_text", "plot_trace", "trace_text", "divergence_rates", "divergence_rates_text", "divergences_text", "divergence_tally", "divergence_tally_text", "machine_check_text", "machine_checks", "paper_annealing", "paper_column", "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",
     "parse_scenarios", "per_client_counts", "per_client_difference", "records_and_runs", "reduced_profile_records",
     "reduced_records_by_grid", "run_config", "scale_text", "scenarios_text", "sensitivity_grid", "sensitivity_table",
     "settings_columns", "summary", "verdict_basis", "verdict_basis_text",
 ]
+
+
+def read_at_scale() -> str:
+    """The caveat under the chapter's verdict box (ledger_pages.verdict_box): the column's divergences
+    and the clipped deviation (:func:`clipped_caveat`)."""
+    return clipped_caveat(short=False)

@@ -98,3 +98,26 @@ def clipped_text(cell: pd.DataFrame) -> str:
             f"{', '.join(signed(d, 2) for d in differences)} per seed, {interval.text(2)} (95% t, "
             f"{len(differences) - 1} df). This is a deviation from the paper, shown beside its setting: the "
             "verdicts above read the paper's setting only, where this cell decides nothing.")
+
+
+def clipped_caveat(short: bool = True, root=None) -> str:
+    """FedCKD's caveat beside its verdicts: how many paper-setting runs of the column diverged
+    (they count as failures) and what the clipped deviation found ("" before either has records).
+    ``short``: one line, for a verdict row."""
+    from .records import paper_column
+
+    records, diverged = paper_column(root)
+    cell = clipped_cell(root)
+    if not diverged:
+        return ""
+    runs = len(records) + len(diverged)
+    text = f"{len(diverged)} of the column's {runs} runs diverged at the paper's setting and count as failures"
+    if cell.empty:
+        return text
+    clipped_div = _diverged(cell["clipped at 10"])
+    if short:
+        return f"{text}; clipped at norm 10 (a deviation), {clipped_div} of {len(cell)} pathological reruns do"
+    differences, interval = clipped_difference(cell)
+    return (f"{text}. With every local gradient clipped to norm 10, a deviation from the paper shown beside it, "
+            f"{clipped_div} of {len(cell)} reruns of the pathological cell diverge, and FedCKD − pFedSD there is "
+            f"{interval.text(2)}.")
