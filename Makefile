@@ -21,7 +21,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 WORKERS ?= $(JOBS)
 LOGS := book/_build/logs
 
-.PHONY: book test test-fast setup data chapter sweep notebooks benchmark clean ledger-cache
+.PHONY: book book-pages grids generated test test-fast setup data chapter sweep notebooks benchmark clean ledger-cache
 
 setup: $(VENV)/.installed
 
@@ -43,36 +43,53 @@ data: setup
 		echo "data: no offline copies in $(SHARED_DATA); datasets will be downloaded on first use"; \
 	fi
 
-# First each chapter's experiment grid runs as a sweep on JOBS worker processes (the runs are
-# independent, so both cores stay busy however unequal the chapters are); then the chapters,
-# which find those records, execute JOBS at a time, one process each, each into its own log.
-# A failing chapter stops the build, naming the chapter and its log.
+# `make book` is one make run with JOBS jobs: the experiment grids (one sweep process for every
+# chapter's grid, JOBS worker processes) beside the verdicts (ledger-cache: computed once, on JOBS
+# processes, into FEDKD_LEDGER_CACHE); then the chapters, JOBS at a time, one process each, each
+# into its own log, with the generated pages beside them; then jupyter-book. A failing chapter
+# stops the build, naming the chapter and its log. Each part says how long it took.
 book: data
 	@start=$$(date +%s); \
-	for ch in $(CHAPTERS); do \
-		$(BIN)/python -m fedkd_core.sweep $$ch --params notebooks/params/$(PROFILE)/$$ch.yaml --workers $(JOBS) \
-			|| { echo "error: the $(PROFILE) grid of chapter $$ch failed (see the lines above)"; exit 1; }; \
-	done; \
-	echo "== experiment grids done in $$(( $$(date +%s) - start )) s"; \
-	$(MAKE) --no-print-directory -j$(JOBS) $(addprefix chapter-,$(CHAPTERS)) PROFILE=$(PROFILE) || exit 1; \
-	echo "== chapters executed in $$(( $$(date +%s) - start )) s"
-	$(BIN)/python -m fedkd_core.glance book/_generated/glance.md
-	$(BIN)/python -m fedkd_core.performance book/_generated/performance.md
-	$(BIN)/python -m fedkd_core.costs book/_generated/costs.md
-	$(BIN)/jupyter-book build book/
+	$(MAKE) --no-print-directory -j$(JOBS) book-pages PROFILE=$(PROFILE) JOBS=$(JOBS) BOOK_GRIDS=grids || exit 1; \
+	echo "== grids, verdicts and chapters done in $$(( $$(date +%s) - start )) s"; \
+	built=$$(date +%s); \
+	$(BIN)/python tools/build_book.py --jobs $(JOBS) book/ || exit 1; \
+	echo "== jupyter-book build done in $$(( $$(date +%s) - built )) s; make book took $$(( $$(date +%s) - start )) s"
 	@echo "book: open book/_build/html/index.html"
 
-# The ledger (every chapter's verdicts) is computed once per build into FEDKD_LEDGER_CACHE
-# (fedkd_core.chapters.ledger_cache), while the chapters without verdicts run beside it; the pages
-# that show verdicts then read it instead of each computing it again.
+book-pages: $(addprefix chapter-,$(CHAPTERS)) generated
+
+# Every chapter's grid of the profile in one process (its imports paid once), JOBS workers on the
+# runs: the chapters then find those records. Inside `make book` each chapter waits for it
+# (BOOK_GRIDS); `make chapter-knfu` alone runs the chapter's own grid in its notebook.
+grids: data
+	@start=$$(date +%s); \
+	$(BIN)/python -m fedkd_core.sweep $(CHAPTERS) --params "notebooks/params/$(PROFILE)/{chapter}.yaml" --workers $(JOBS) \
+		|| { echo "error: the $(PROFILE) experiment grids failed (see the lines above)"; exit 1; }; \
+	echo "== experiment grids done in $$(( $$(date +%s) - start )) s"
+
+# The landing page's glance, the Performance and cluster pages' tables (the glance reads the ledger).
+generated: ledger-cache
+	@start=$$(date +%s); \
+	$(BIN)/python -m fedkd_core.glance book/_generated/glance.md && \
+	$(BIN)/python -m fedkd_core.performance book/_generated/performance.md && \
+	$(BIN)/python -m fedkd_core.costs book/_generated/costs.md && \
+	echo "== generated pages done in $$(( $$(date +%s) - start )) s"
+
+# What the verdict pages compute from the committed records (every chapter's verdicts, the
+# robustness grids' tables, ...) is computed once per build into FEDKD_LEDGER_CACHE
+# (fedkd_core.chapters.ledger_cache), its independent parts on JOBS processes side by side; the
+# pages that show verdicts then read it instead of each computing it again.
 LEDGER_CHAPTERS := $(filter knfu fedckd fedua fedgmkd claims,$(CHAPTERS))
 book: export FEDKD_LEDGER_CACHE ?= $(CURDIR)/book/_build/ledger_cache
 $(addprefix chapter-,$(LEDGER_CHAPTERS)): ledger-cache
 
 ledger-cache: data
-	@if [ -n "$$FEDKD_LEDGER_CACHE" ]; then $(BIN)/python -m fedkd_core.chapters.ledger_cache; fi
+	@if [ -n "$$FEDKD_LEDGER_CACHE" ]; then start=$$(date +%s); \
+		$(BIN)/python -m fedkd_core.chapters.ledger_cache --jobs $(JOBS) || exit 1; \
+		echo "== ledger cache done in $$(( $$(date +%s) - start )) s"; fi
 
-chapter-%: data
+chapter-%: data $(BOOK_GRIDS)
 	@mkdir -p book/chapters $(LOGS)
 	@echo "== chapter $* (profile $(PROFILE)) started, log: $(LOGS)/$*.log"
 	@start=$$(date +%s); \
