@@ -549,3 +549,32 @@ def test_the_tuning_finding_in_words_comes_from_its_frame():
                            "on CIFAR-10 once every method gets the same tuning budget")
     assert text.endswith("the paper reports +2.8 and +10.0.")
     assert knfu.tuning_finding_text(frame.iloc[:0]) == ""
+
+
+def test_the_paired_differences_are_knfus_lead_per_cell_and_seed_with_a_t_interval():
+    """Issue 61: Figs. 3-4 cannot show a sub-point lead on a 40-95% axis; the chapter plots KnFu
+    minus each method, paired by seed, with its mean and 95% t-interval, a panel per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+    from scipy import stats
+
+    rows = [("mnist", 0.5, 100, algorithm, seed, alma)
+            for algorithm, values in (("knfu", [0.90, 0.92, 0.91]), ("fedmd", [0.897, 0.915, 0.906]),
+                                      ("knfu_local", [0.85, 0.86, 0.84]))
+            for seed, alma in enumerate(values)] + [("mnist", 0.1, 100, "fedmd", 0, 0.5)]  # no KnFu run to pair
+    finals = pd.DataFrame(rows, columns=["dataset", "alpha", "size", "algorithm", "seed", "alma"])
+    differences = chapter.paired_differences(finals)
+    assert set(differences.method) == {"FedMD", "Local"} and len(differences) == 6
+    fedmd = differences[differences.method == "FedMD"].difference.tolist()
+    assert fedmd == pytest.approx([0.3, 0.5, 0.4])
+    summary = chapter.difference_summary(differences).set_index("method")
+    half = stats.t.ppf(0.975, 2) * 0.1 / 3 ** 0.5
+    assert summary.loc["FedMD", ["mean", "low", "high"]].tolist() == pytest.approx([0.4, 0.4 - half, 0.4 + half])
+    fig = chapter.plot_paired_differences(differences, [(0.5, 100)], "a title")
+    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["KnFu − FedMD", "KnFu − Local"]
+    width, _ = fig.get_size_inches()
+    assert width * fig.dpi / 676 <= 1 / 0.72  # shown at 72% or more in the book's column: ticks stay 10 px
+    assert chapter.plot_paired_differences(differences, [(0.25, 50)]) is None
+    assert "paired by seed (3 seeds a cell)" in chapter.paired_caption(differences, [(0.5, 100)])

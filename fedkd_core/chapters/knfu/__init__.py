@@ -20,6 +20,7 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 """
 
 from .analysis import FusionExample, fusion_example, neighbour_agreement
+from .figures import difference_summary, paired_caption, paired_differences, plot_paired_differences
 from .claims import (AS_CODED_SUFFIX, EFFECT_CELL_KEYS, LOCAL_ON_CIFAR, METHOD_COLUMN, ORIGINAL_CIFAR_SUFFIX, ORIGINAL_CLAIM,
                      ORIGINAL_SUFFIX, PAPER_RUNS, ROBUSTNESS_ROW_PREFIX, TUNED_CIFAR_LABEL, TUNED_CIFAR_SUFFIX, TUNED_SECTION, TUNED_SUFFIX, claim_effects,
                      effects_of, gap_words, gaps_to_paper, ledger_rows, observations,
@@ -38,7 +39,7 @@ from .tuning import (CANDIDATES, DEFAULT, GAIN_COLUMN, chosen_schedules, schedul
                      tuning_table, verdict_changes)
 
 __all__ = [
-    "RERUNS",
+    "RERUNS", "difference_summary", "paired_caption", "paired_differences", "plot_paired_differences",
     "AS_CODED_SUFFIX", "LOCAL_ON_CIFAR", "ORIGINAL_CIFAR_SUFFIX", "ORIGINAL_CLAIM", "ORIGINAL", "ORIGINAL_SUFFIX", "originals_on", "profile_complete", "gap_words", "gaps_to_paper", "CANDIDATES", "DEFAULT", "GAIN_COLUMN", "EFFECT_CELL_KEYS", "FEDMD_ORIGINAL_CIFAR_PROFILE", "FEDMD_ORIGINAL_PROFILE", "FusionExample", "METHODS", "METHOD_COLUMN",
     "MODEL_FOR", "PAPER_BATCH_SIZE", "PAPER_PROFILE", "PAPER_RUNS", "Params", "READ_SEEDS", "ROBUSTNESS",
     "ROBUSTNESS_BASE", "ROBUSTNESS_BASE_NOTE", "ROBUSTNESS_ROW_PREFIX", "SCALE_FIELDS", "SHARING", "TUNED", "TUNED_CIFAR_LABEL", "TUNED_CIFAR_PROFILE", "TUNED_CIFAR_SUFFIX", "TUNED_PROFILE", "TUNED_SECTION",
