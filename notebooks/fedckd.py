@@ -301,8 +301,7 @@ traces = chapter.divergence_traces()
 display(Markdown(chapter.traces_finding_text(traces)))
 for trace in traces:
     display(Markdown(chapter.trace_text(trace)))
-    chapter.plot_trace(trace)
-    plt.show()
+    plots.caption(chapter.plot_trace(trace), chapter.trace_caption(trace))
 
 # %% [markdown]
 # **A deviation: the pathological cell with clipped gradients.** The traces point at one setting

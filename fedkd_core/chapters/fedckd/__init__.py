@@ -22,7 +22,7 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 
 from .analysis import forgetting_by_round, forgetting_text, forgetting_trace, kl_sharpness, logit_sharpness
 from .clipped import CLIPPED, clipped_caveat, clipped_cell, clipped_table, clipped_text
-from .divergence import determinism_check_text, determinism_checks, plot_trace, trace_text, traces_finding_text
+from .divergence import determinism_check_text, determinism_checks, plot_trace, trace_caption, trace_text, traces_finding_text
 from .divergence import traces as divergence_traces
 from .claims import (ANNEALING_CLAIM, CONSTANT, EFFECT_CELL_KEYS, METHOD_COLUMN, PAPER_RUNS, PERSONALISED,
                      VerdictBasis, claim_effects, diverged_seeds, divergences_text, effects_of, ledger_rows, observations,
@@ -55,7 +55,7 @@ __all__ = [
     "hyperparameter_table", "images_text", "kl_sharpness", "ledger_rows", "logit_sharpness",
     "main_grid", "method_differences", "observations", "offline_copy", "paper_accuracy_table", "paper_accuracy_tables",
     "CLIPPED", "clipped_caveat", "read_at_scale", "clipped_cell", "clipped_table", "clipped_text", "traces_finding_text",
-    "diverged_seeds", "divergence_traces", "determinism_checks", "determinism_check_text", "plot_trace", "trace_text", "divergence_rates", "divergence_rates_text", "divergences_text", "divergence_tally", "divergence_tally_text", "machine_check_text", "machine_checks", "paper_annealing", "paper_column", "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",
+    "diverged_seeds", "divergence_traces", "determinism_checks", "determinism_check_text", "plot_trace", "trace_caption", "trace_text", "divergence_rates", "divergence_rates_text", "divergences_text", "divergence_tally", "divergence_tally_text", "machine_check_text", "machine_checks", "paper_annealing", "paper_column", "paper_observations", "paper_scale", "paper_scale_records", "paper_table3", "paper_table4", "paper_table5",
     "parse_scenarios", "per_client_counts", "per_client_difference", "records_and_runs", "reduced_profile_records",
     "reduced_records_by_grid", "run_config", "scale_text", "scenarios_text", "sensitivity_grid", "sensitivity_table",
     "settings_columns", "summary", "verdict_basis", "verdict_basis_text",

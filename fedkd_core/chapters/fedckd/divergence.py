@@ -92,6 +92,23 @@ def plot_rounds(trace: dict):
     return _finished(fig, axes, trace, f"the rerun, every client's local steps (no divergence in {len(rounds)} rounds)")
 
 
+def trace_caption(trace: dict) -> str:
+    """The caption of :func:`plot_trace`'s figure (and so its alt text): which run, what each panel
+    and line shows."""
+    finding = trace["finding"]
+    name = METHOD_NAMES.get(trace["algorithm"], trace["algorithm"])
+    quantities = ", ".join(label for _, label in PANELS)
+    run = f"{name}, {trace['partition']}, seed {trace['seed']}"
+    if finding.get("diverged"):
+        return (f"The rerun of {run}: client {finding['client']}'s local steps, a panel per quantity ({quantities}; "
+                f"log scale) against the local step: red, round {finding['round']}, where a value first became "
+                "non-finite (dotted line: that step); grey, the client's updates before; dashed, the largest value any "
+                "client reached in the rounds before.")
+    stored = f" (dotted: round {trace['stored_round']}, where the stored run diverged)" if trace.get("stored_round") else ""
+    return (f"The rerun of {run}, which did not diverge: a panel per quantity ({quantities}; log scale), the largest "
+            f"value any client's local step reached in each round, against the round{stored}.")
+
+
 def _panels():
     """A figure with one panel per :data:`PANELS` entry, two a row to fit the book's column."""
     from ...plots import grid
