@@ -395,7 +395,7 @@ def test_the_round_budget_table_reads_each_redesign_run_at_round_15_and_at_its_e
     assert fedavg["seeds"] == 2 and fedavg["clients"] == 10
     assert fedavg["round 15"] == pytest.approx(46.5) and fedavg["final"] == pytest.approx(60.5)
     assert fedavg["gain (points)"] == pytest.approx(14.0)
-    assert (fedavg["gate at round 15"], fedavg["gate at the end"]) == ("rising (+6.00)", "flat (+0.00)")
+    assert (fedavg["gate at round 15"], fedavg["gate at the end"]) == ("rising (+6.00)", "flat (0.00)")  # a zero gain has no sign
     assert list(table.method) == ["FedAvg", "FedGMKD"]
     assert chapter.round_budget_table([]).empty
 
