@@ -249,19 +249,21 @@ def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | 
     ``of cells``); a claim with nothing left has a row with no cells (``of cells`` 0, no effect):
     the variant could not judge it.
     ``records``, ``divergences``: :func:`records_by_variant` and :func:`divergences_by_variant`,
-    when the caller has read them already; ``enforce_gate``: the grid's (:class:`Grid`).
-    Computed once per build where the ledger's cache is on (:mod:`.ledger_cache`), under a name of
-    the chapter, ``base``, ``enforce_gate`` and the runs read (each record's key and profile)."""
+    when the caller has read them already from the results folder (``root``); ``enforce_gate``: the
+    grid's (:class:`Grid`). Computed once per build where the ledger's cache is on
+    (:mod:`.ledger_cache`, whose key covers every record of the results folder), under a name of the
+    chapter, ``base`` and ``enforce_gate``: the records are not even read when it is there (another
+    ``root`` is never cached: the key does not cover its records)."""
     from .ledger_cache import cache_dir, cached, digest_of
 
-    by_variant = records if records is not None else records_by_variant(module, base, root)
-    diverged = divergences if divergences is not None else divergences_by_variant(module, base, root)
-    if cache_dir() is None:
+    def table() -> pd.DataFrame:
+        by_variant = records if records is not None else records_by_variant(module, base, root)
+        diverged = divergences if divergences is not None else divergences_by_variant(module, base, root)
         return _claim_table(module, base, by_variant, diverged, enforce_gate)
-    runs = [(name, sorted((r.key, r.profile) for r in runs)) for name, runs in sorted(by_variant.items())]
-    failed = [(name, sorted(str(getattr(d, "key", d)) for d in runs)) for name, runs in sorted(diverged.items())]
-    name = f"robustness-{module.__name__.rsplit('.', 1)[-1]}-{digest_of(base, enforce_gate, runs, failed, root)}"
-    return cached(name, lambda: _claim_table(module, base, by_variant, diverged, enforce_gate))
+
+    if cache_dir() is None or root is not None:
+        return table()
+    return cached(f"robustness-{module.__name__.rsplit('.', 1)[-1]}-{digest_of(base, enforce_gate)}", table)
 
 
 def _claim_table(module: ModuleType, base, by_variant: dict[str, list], diverged: dict[str, list],
