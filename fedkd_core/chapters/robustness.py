@@ -141,7 +141,22 @@ def variant_divergences(module: ModuleType, base, variant: Variant, root=None) -
 
 
 def divergences_by_variant(module: ModuleType, base, root=None) -> dict[str, list]:
-    return {variant.name: variant_divergences(module, base, variant, root) for variant in module.ROBUSTNESS}
+    """Each variant's stored divergences (:func:`variant_divergences`), by variant name, read once
+    per build where the ledger's cache is on (:func:`_read_once`)."""
+    return _read_once("divergences", module, base, root,
+                      lambda: {variant.name: variant_divergences(module, base, variant, root)
+                               for variant in module.ROBUSTNESS})
+
+
+def _read_once(what: str, module: ModuleType, base, root, read):
+    """``read()``, from the ledger's cache where it is on (:mod:`.ledger_cache`, whose key covers
+    every record of the results folder; another ``root`` is never cached): the ledger, each
+    chapter's page and the Claims page read the same robustness records, a few thousand files."""
+    from .ledger_cache import cache_dir, cached, digest_of
+
+    if cache_dir() is None or root is not None:
+        return read()
+    return cached(f"robustness-{what}-{module.__name__.rsplit('.', 1)[-1]}-{digest_of(base)}", read)
 
 
 def divergence_texts(divergences: dict[str, list]) -> dict[str, str]:
@@ -234,8 +249,11 @@ def judged_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def records_by_variant(module: ModuleType, base, root=None) -> dict[str, list]:
-    """Each variant's stored records (:func:`variant_records`), by variant name, read once."""
-    return {variant.name: variant_records(module, base, variant, root) for variant in module.ROBUSTNESS}
+    """Each variant's stored records (:func:`variant_records`), by variant name, read once (once per
+    build where the ledger's cache is on, :func:`_read_once`)."""
+    return _read_once("records", module, base, root,
+                      lambda: {variant.name: variant_records(module, base, variant, root)
+                               for variant in module.ROBUSTNESS})
 
 
 def claim_table(module: ModuleType, base, root=None, records: dict[str, list] | None = None,
