@@ -18,7 +18,7 @@ SLOW = {
     "tests/test_device.py::test_no_model_keeps_gradients_between_rounds": "every algorithm",
     "tests/test_device.py::test_chapter_helpers_run_on_the_stand_in_device": "chapter loops under the check",
     # processes: Ray, Flower's deployment, sweep workers, kernels, Chromium
-    "tests/test_book_browser.py": "builds the book from every chapter, opens it in Chromium",
+    "tests/test_book_browser.py": "builds the book from every chapter, opens it in Chromium (both checks of it)",
     "tests/test_flower.py::test_flower_simulation_with_one_worker": "Ray",
     "tests/test_flower.py::test_the_command_with_two_workers": "Ray, a child process",
     "tests/test_flower.py::test_a_fault_in_a_later_config": "Ray",
@@ -50,12 +50,40 @@ SLOW = {
 }
 
 
+# The files that take longest, longest first (read off make test's --durations). Under ``-n 2
+# --dist loadfile`` each file runs whole on one worker, so the suite ends when its longest chain of
+# files does: starting the long files first (the smoke book's build alone is a long serial chain)
+# and leaving the many short files to fill in behind them keeps both workers busy to the end.
+# xdist would otherwise hand out files by their number of tests, many first, which put the book's
+# file last, on one worker, with the other idle. Only the order changes: every test still runs.
+LONG_FIRST = (
+    "tests/test_book_browser.py",
+    "notebooks/",
+    "tests/test_flower.py",
+    "tests/test_conformance_flower.py",
+    "tests/test_gpu_session.py",
+    "tests/test_ledger.py",
+    "tests/test_knfu.py",
+    "tests/test_conformance.py",
+    "tests/test_device.py",
+    "tests/test_sweep.py",
+    "tests/test_ray_sweep.py",
+)
+
+
+def long_first(nodeid: str) -> int:
+    return next((rank for rank, prefix in enumerate(LONG_FIRST) if nodeid.startswith(prefix)), len(LONG_FIRST))
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: starts processes, runs every algorithm, or takes tens of seconds "
                                        "(make test-fast leaves it out; tests/conftest.py lists them)")
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order below (see LONG_FIRST)
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid.startswith("notebooks/") or any(item.nodeid.startswith(prefix) for prefix in SLOW):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: long_first(item.nodeid))  # stable: a file's tests, a notebook's cells keep their order
