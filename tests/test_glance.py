@@ -6,8 +6,8 @@ from fedkd_core import glance
 from fedkd_core.chapters import ledger
 
 
-def test_the_landing_page_is_the_ledger_with_the_same_claims_and_verdicts():
-    table = ledger.ledger()  # tests keep records in an empty throw-away folder
+def test_the_landing_page_is_the_ledger_with_the_same_claims_and_verdicts(empty_ledger):
+    table = empty_ledger  # ledger.ledger(): tests keep records in an empty throw-away folder
     page = glance.glance_table(table)
     assert list(page.columns) == glance.COLUMNS
     assert len(page) == len(table) and list(page.paper.unique()) == ["KnFu", "FedCKD", "FedUA", "FedGMKD"]
@@ -25,8 +25,8 @@ def test_a_claim_with_a_bar_does_not_split_the_markdown_row():
     assert body.count(" | ") == len(glance.COLUMNS) - 1 and '<a href="chapters/x.html#v">' in body
 
 
-def test_the_scale_column_is_short_and_a_line_below_says_what_each_scale_is():
-    table = ledger.ledger()
+def test_the_scale_column_is_short_and_a_line_below_says_what_each_scale_is(empty_ledger):
+    table = empty_ledger
     page = glance.glance_table(table)
     assert all(":" not in scale for scale in page.scale)
     fake = table.head(2).assign(chapter=["A", "B"], scale=["paper: 20 clients", "reduced: 10 rounds"])
@@ -65,8 +65,8 @@ def test_the_landing_page_gives_the_best_round_no_word_and_says_when_one_cell_de
     assert same["our verdict"] == "**inconclusive**" and same["effect (points) [95% interval]"] == "+0.10 [-0.30, +0.49]"
 
 
-def test_the_landing_page_gives_each_paper_its_own_table_under_a_count_of_its_verdicts():
-    table = ledger.ledger()
+def test_the_landing_page_gives_each_paper_its_own_table_under_a_count_of_its_verdicts(empty_ledger):
+    table = empty_ledger
     two = table.head(3).assign(chapter=["A", "A", "B"], verdict=["holds", "inconclusive", "holds"]).drop(
         columns=ledger.HOLM_COLUMN)
     text = glance.by_paper(glance.glance_table(two), two)
@@ -92,7 +92,7 @@ def test_the_landing_page_marks_a_verdict_holms_correction_does_not_keep_and_cou
             "survive Holm's correction over the 3 claims judged (‡ marks the others).") in text
 
 
-def test_a_paper_whose_scale_leaves_out_what_its_claims_are_about_is_read_with_a_warning_under_its_table():
+def test_a_paper_whose_scale_leaves_out_what_its_claims_are_about_is_read_with_a_warning_under_its_table(empty_ledger):
     """FedUA's reduced server distils for 1 epoch where the paper's distils for 20, and its weights
     are our reconstruction: the landing page says so under FedUA's verdicts, not only in the chapter."""
     from dataclasses import replace
@@ -115,7 +115,7 @@ def test_a_paper_whose_scale_leaves_out_what_its_claims_are_about_is_read_with_a
     committed = fedua.read_at_scale(root=Path(__file__).resolve().parents[1] / "results")
     assert "(step, dir0.1, dir0.5), where the paper's moves it by +9.7, +4.8, +2.7." in committed
     assert fedua.read_at_scale(replace(fedua.REDUCED_PROFILE, server_epochs=PAPER_PROFILE.server_epochs)) == ""  # the paper's budget: nothing to warn
-    table = ledger.ledger()
+    table = empty_ledger
     two = table.head(3).assign(chapter=["A", "A", "B"]).drop(columns=ledger.HOLM_COLUMN)
     page = glance.by_paper(glance.glance_table(two), two, {"A": "A's server trains for one epoch."})
     a_table, b_line = page.index("| claim |"), page.index("**B**")

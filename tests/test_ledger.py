@@ -164,8 +164,8 @@ def test_fedckd_annealing_claim_compares_each_cell_with_and_without_annealing():
     assert sign_counts(means)[fedckd.ANNEALING_CLAIM] == (1, 2)  # f has no constant-λ run; a tie is not a gain
 
 
-def test_the_ledger_has_every_chapter_and_links_to_existing_pages():
-    table = ledger.ledger()
+def test_the_ledger_has_every_chapter_and_links_to_existing_pages(empty_ledger):
+    table = empty_ledger  # ledger.ledger() over the tests' empty results folder
     assert list(dict.fromkeys(table.chapter)) == ["KnFu", "FedCKD", "FedUA", "FedGMKD"]
     assert set(table.verdict) <= set(ledger.V.WORDS)
     for section in table.section:
