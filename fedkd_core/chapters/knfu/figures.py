@@ -48,10 +48,11 @@ def difference_summary(differences: pd.DataFrame) -> pd.DataFrame:
 
 def cell_labels(cells) -> list[str]:
     """Each (alpha, size) cell as a row label naming only what varies among ``cells`` ("α = 0.5"
-    where every cell has |D_n| = 100), both where both vary."""
+    where every cell has |D_n| = 100), both on two lines where both vary (a narrow label leaves
+    the panels their width)."""
     cells = list(cells)
     alphas, sizes = {a for a, _ in cells}, {s for _, s in cells}
-    return [", ".join(([f"α = {a:g}"] if len(alphas) > 1 or len(sizes) == 1 else [])
+    return ["\n".join(([f"α = {a:g}"] if len(alphas) > 1 or len(sizes) == 1 else [])
                       + ([f"|D_n| = {int(s)}"] if len(sizes) > 1 else [])) for a, s in cells]
 
 
@@ -93,7 +94,8 @@ def plot_paired_differences(differences: pd.DataFrame, cells, title: str = ""):
                 ax.plot([line.low, line.high], [row, row], color=colour, lw=2.4, zorder=3)
             ax.plot(line["mean"], row, "D", color=colour, markersize=7, zorder=4)
         ax.axvline(0, color="black", lw=0.9)
-        ax.set_yticks(range(len(cells)), labels if index % plots.MAX_COLUMNS == 0 else [])  # rows named once a row
+        ax.set_yticks(range(len(cells)), labels if index % plots.MAX_COLUMNS == 0 else [],  # rows named once a row
+                      fontsize=10 if any("\n" in label for label in labels) else None)
         ax.set_ylim(len(cells) - 0.5, -0.6)
         ax.set_xlabel("points")
         ax.set_title(f"KnFu − {method}")
