@@ -427,7 +427,8 @@ if records["main"]:
 difference = chapter.fig5_differences(main)
 fig5_scale = chapter.fig5_scale_text(difference, basis.params) if len(difference) else ""
 if fig5_scale:
-    display(Markdown(f"**{fig5_scale}**"))
+    head, rest = fig5_scale.split(": ", 1)
+    display(Markdown(f"**{head}:** {rest}"))
 if len(difference):
     groups = difference.groupby(["profile", "dataset", "setting"], sort=False)
     fig, axes = plots.grid(groups.ngroups, height=2.9)
