@@ -111,7 +111,7 @@ def divergences_text(records, divergences, planned) -> str:
     if not divergences:
         return ""
     runs = "; ".join(f"{METHOD_NAMES[d.algorithm]}, {d.config['data']['partition']}, seed {d.config['seed']}: "
-                     f"{d.error.split('; ')[0]}, in round {_round_text(d)}, on "
+                     f"{_error_words(d.error)}, in round {_round_text(d)}, on "
                      f"{machine_text(d.environment.get('device_name'))}" for d in divergences)
     lost = _claims_and_seeds(diverged_seeds(records, divergences))
     text = (f"Runs of the paper-scale column that diverged (no accuracy; stored as `.diverged.json`): {runs}. "
@@ -133,6 +133,14 @@ def _claims_and_seeds(lost: dict[str, str]) -> str:
 
 def _round_text(run) -> str:
     return "?" if run.round is None else str(int(run.round))
+
+
+def _error_words(error: str) -> str:
+    """A diverged run's error as a reader reads it: its first clause, a non-finite value named in
+    words ("training loss became non-finite (lr=0.01, ...)", not "became nan")."""
+    import re
+
+    return re.sub(r"\bbecame (?:nan|[+-]?inf)\b", "became non-finite", str(error).split("; ")[0], flags=re.I)
 
 
 def diverged_seeds(records, divergences, planned=()) -> dict[str, str]:
