@@ -401,6 +401,9 @@ def main() -> None:
     except StopTrace:
         pass
     flush(True)
+    if not tracer.rows:
+        print("no step was traced: training.train steps plain SGD (no momentum, no weight decay) without an "
+              "optimizer object, which the optimizer hooks cannot see", file=sys.stderr)
     summary = json.loads(Path(f"{out}-rounds.json").read_text())
     same = [c["round"] for c in summary["comparison"] if c.get("identical")]
     print(f"{len(same)} of {len(summary['comparison'])} rounds identical to the stored history; diverged: {diverged}; "

@@ -188,7 +188,8 @@ def train(
     # Plain SGD (no momentum, no weight decay) of our own making steps without torch's optimiser
     # object: its step is one foreach add, w -= lr * g, the very kernel torch.optim.SGD(foreach=True)
     # runs, without the per-step Python around it (hooks, grouping, state lookup): the same weights
-    # bit for bit, and ~5% of a batch-10 step (issue 62; tests/test_training_speed.py checks the bits).
+    # bit for bit, and ~5% of a batch-10 step (issue 62; tests/test_sgd_step.py checks the bits). A global optimizer hook
+    # (benchmarks/trace_divergence.py) does not see these steps.
     plain_sgd = optimizer is None and config.optimizer == "sgd" and config.momentum == 0 and config.weight_decay == 0
     if not plain_sgd:
         optimizer = optimizer or OPTIMIZERS[config.optimizer](trained, config)
