@@ -11,8 +11,9 @@ computed again; otherwise every chapter page, the landing page and the Claims pa
 ``make book`` read the same stored value instead of each recomputing it (25-30 s a chapter on a
 2-core CPU).
 
-The records of :data:`BUILD_PROFILES` are left out of the key: they are what a build writes while
-it runs (``make book``'s quick grids, the Add-your-method page's runs; CI's smoke runs), and no
+The records of :data:`BUILD_PROFILES`, and those of methods outside the package
+(:func:`package_algorithms`: the Add-your-method page's runs, under ``custom/``), are left out of
+the key: they are what a build writes while it runs (``make book``'s quick grids; CI's smoke runs), and no
 verdict reads them (the verdicts read the committed profiles' grids, and a lookup takes a paper or
 reduced record before a quick one, :data:`fedkd_core.results.PROFILE_PREFERENCE`). Had the key
 counted them, a page that writes a record while the others run would change the key in the middle
@@ -57,19 +58,34 @@ def _code_files() -> list[Path]:
     return sorted(files)
 
 
+def package_algorithms() -> frozenset[str]:
+    """The package's own methods: a method registered from a notebook or a user's module (the Add
+    your method page's FedAvgM) is in no chapter's grid, so no verdict reads its records."""
+    from ..algorithms import ALGORITHMS
+
+    return frozenset(name for name, cls in ALGORITHMS.items() if cls.__module__.startswith(f"{PACKAGE.name}."))
+
+
+def _read_by_verdicts(relative: Path, package: frozenset[str]) -> bool:
+    """Whether a file under the results folder may be read by a verdict: any but a record
+    (``<profile>/<algorithm>/<key>.json``) of a method outside the package."""
+    return len(relative.parts) != 3 or relative.parts[1] in package
+
+
 def inputs_key(name: str) -> str:
     """A hash of what the value ``name`` reads: the results folder's records (path, size, mtime;
-    those of :data:`BUILD_PROFILES` left out) and the package's code and data files and the profile
+    those of :data:`BUILD_PROFILES` and of methods outside the package left out) and the package's code and data files and the profile
     yamls (contents)."""
     from ..results import results_dir
 
     digest = hashlib.sha256(name.encode())
     results = results_dir()
+    package = package_algorithms()
     digest.update(str(results.resolve()).encode())
     if results.is_dir():
         for path in sorted(results.rglob("*.json")):
             relative = path.relative_to(results)
-            if ".claims" in path.parts or relative.parts[0] in BUILD_PROFILES:
+            if ".claims" in path.parts or relative.parts[0] in BUILD_PROFILES or not _read_by_verdicts(relative, package):
                 continue
             stat = path.stat()
             digest.update(f"{relative}|{stat.st_size}|{stat.st_mtime_ns}".encode())
