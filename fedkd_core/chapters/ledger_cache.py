@@ -13,11 +13,14 @@ computed again; otherwise every chapter page, the landing page and the Claims pa
 
 The records of :data:`BUILD_PROFILES`, and those of methods outside the package
 (:func:`package_algorithms`: the Add-your-method page's runs, under ``custom/``), are left out of
-the key: they are what a build writes while it runs (``make book``'s quick grids; CI's smoke runs), and no
+the key: they are what a build writes while it runs (``make book``'s quick grids, the Add-your-method
+page's ``compare`` runs under ``custom/``; CI's smoke runs), and no
 verdict reads them (the verdicts read the committed profiles' grids, and a lookup takes a paper or
 reduced record before a quick one, :data:`fedkd_core.results.PROFILE_PREFERENCE`). Had the key
 counted them, a page that writes a record while the others run would change the key in the middle
-of the build, and every page after it would compute the ledger again.
+of the build, and every page after it would compute the ledger again. (What this leaves: a user's
+own ``custom/`` run of a committed grid's config that has no committed record yet would be read by
+a verdict computed afresh, but not change a cached one until another input changes.)
 
 The cache is opt-in: it lives in ``$FEDKD_LEDGER_CACHE`` when that is set (``make book`` sets it
 to ``book/_build/ledger_cache``) and is off otherwise, so that a test that patches the code the
@@ -40,7 +43,9 @@ PACKAGE = Path(__file__).resolve().parents[1]
 PARAMS = PACKAGE.parent / "notebooks" / "params"
 CODE_SUFFIXES = (".py", ".csv", ".json", ".yaml")
 # Profiles a build writes records of while it runs; no verdict reads them (see the module's text).
-BUILD_PROFILES = frozenset({"quick", "smoke"})
+# "custom": run_experiment's and compare's default, where the Add-your-method page runs its method
+# and the chapter's baselines in the chapter's smoke cells while the verdict pages run.
+BUILD_PROFILES = frozenset({"quick", "smoke", "custom"})
 
 
 def cache_dir() -> Path | None:
