@@ -334,7 +334,7 @@ def test_diverged_runs_complete_a_variant_and_leave_their_cells_out_of_its_claim
     assert row["effect"] == pytest.approx(4.0)  # seed 0 only: 0.94 - 0.90
     assert table.loc[(literal.name, fedckd.ANNEALING_CLAIM), "seeds"] == 2
     assert table.loc[(reading.name, "FedCKD > pFedSD"), "diverged"] == 0
-    assert rb.divergence_texts(rb.divergences_by_variant(fedckd, params)) == {literal.name: "pfedsd diverged in 1 run (round 4)"}
+    assert rb.divergence_texts(rb.divergences_by_variant(fedckd, params)) == {literal.name: "pFedSD diverged in 1 run (round 4)"}
 
 
 def test_divergence_texts_give_each_methods_runs_and_rounds():
