@@ -202,6 +202,21 @@ def beside_text(beside: dict) -> str:
     return "; ".join(parts)
 
 
+WIDEST = 8  # more columns than this do not fit the book's column: the table is shown turned
+
+
+def table_lines(columns: list, rows: list, digits: dict) -> list[str]:
+    """A result's table in Markdown, turned (a row per column, a column per row, headed by the first
+    column's values) where it has more than :data:`WIDEST` columns and fewer rows than that."""
+    cells = [[number_text(value, digits.get(column)) for column, value in zip(columns, row)] for row in rows]
+    header, body = list(columns), cells
+    if len(columns) > WIDEST and len(rows) < WIDEST:
+        header = [columns[0], *(f"{row[0]}" for row in cells)]
+        body = [[column, *(row[i] for row in cells)] for i, column in enumerate(columns) if i]
+    return (["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(map(str, row)) + " |" for row in body])
+
+
 def result_markdown(result: dict) -> str:
     where = result["machine"]
     plain = machine_text(where["cpu"], where.get("cores"))
@@ -211,12 +226,7 @@ def result_markdown(result: dict) -> str:
     lines = [f"**{plain}**{gpu}, {result['date']}, torch {result['torch']}, {threads}.", ""]
     if result.get("note"):
         lines += [result["note"], ""]
-    digits = result.get("digits", {})
-    lines.append("| " + " | ".join(result["columns"]) + " |")
-    lines.append("|" + "---|" * len(result["columns"]))
-    for row in result["rows"]:
-        lines.append("| " + " | ".join(number_text(value, digits.get(column))
-                                       for column, value in zip(result["columns"], row)) + " |")
+    lines += table_lines(result["columns"], result["rows"], result.get("digits", {}))
     lines.append("")
     for sentence in result.get("summary", []):
         lines.append(f"- {sentence}")

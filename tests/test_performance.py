@@ -144,3 +144,14 @@ def test_the_drift_benchmark_keeps_the_machine_pairs_of_records_it_does_not_reru
                {"record": "a", "rerun_in": "bf16", "alma_delta": 1.2}]
     new = [{"record": "a", "rerun_in": "bf16", "alma_delta": 0.9}]
     assert drift.merged_pairs(earlier, new) == earlier[:2] + new
+
+
+def test_a_table_wider_than_the_column_is_shown_turned():
+    from fedkd_core.performance import WIDEST, table_lines
+
+    columns = ["round", *(f"c{i}" for i in range(WIDEST))]
+    turned = table_lines(columns, [[1, *range(WIDEST)], [2, *range(WIDEST)]], {})
+    assert turned[0] == "| round | 1 | 2 |" and len(turned) == 2 + WIDEST
+    assert turned[2].startswith("| c0 | 0 | 0 |")
+    narrow = table_lines(["a", "b"], [[1, 2]], {})
+    assert narrow == ["| a | b |", "|---|---|", "| 1 | 2 |"]
