@@ -87,16 +87,23 @@ window.addEventListener("load", () => setTimeout(() => {
 PAPER_CHAPTERS = ("knfu", "fedckd", "fedua", "fedgmkd")
 
 
-def check_page(page: Path, profile: Path) -> dict:
-    probe = page.with_name(page.stem + ".probe.html")
-    probe.write_text(page.read_text().replace("</body>", CHECK_SCRIPT + "</body>"))
-    result = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", probe.as_uri()],
+def probe_attribute(page: Path, profile: Path, script: str, flags, suffix: str, attribute: str) -> str:
+    """``page`` with ``script`` before its </body>, opened in Chromium (``flags``): the (escaped) value
+    the script left in the body's ``attribute``."""
+    probe = page.with_name(page.stem + suffix)
+    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
+    result = subprocess.run([CHROMIUM, *flags, f"--user-data-dir={profile}", "--dump-dom", probe.as_uri()],
                             capture_output=True, text=True, timeout=180)
     probe.unlink()
     assert result.returncode == 0, result.stderr[-2000:]
-    found = re.search(r'data-check="([^"]*)"', result.stdout)
-    assert found, f"the page check did not run on {page.name}"
-    return json.loads(found.group(1).replace("&quot;", '"'))
+    found = re.search(rf'{attribute}="([^"]*)"', result.stdout)
+    assert found, f"the {attribute} probe did not run on {page.name}"
+    return found.group(1)
+
+
+def check_page(page: Path, profile: Path) -> dict:
+    found = probe_attribute(page, profile, CHECK_SCRIPT, FLAGS, ".probe.html", "data-check")
+    return json.loads(found.replace("&quot;", '"'))
 
 
 # The chapters that show verdicts read the ledger (make book's LEDGER_CHAPTERS): they start once it
@@ -383,17 +390,9 @@ window.addEventListener("load", () => setTimeout(() => {
 
 
 def read_page(page: Path, profile: Path) -> dict:
-    probe = page.with_name(page.stem + ".reader.html")
-    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
-    result = subprocess.run([CHROMIUM, *READER_FLAGS, f"--user-data-dir={profile}", "--dump-dom", probe.as_uri()],
-                            capture_output=True, text=True, timeout=180)
-    probe.unlink()
-    assert result.returncode == 0, result.stderr[-2000:]
-    found = re.search(r'data-reader="([^"]*)"', result.stdout)
-    assert found, f"the reader's probe did not run on {page.name}"
     import html
 
-    return json.loads(html.unescape(found.group(1)))
+    return json.loads(html.unescape(probe_attribute(page, profile, PROBE, READER_FLAGS, ".reader.html", "data-reader")))
 
 
 @pytest.fixture(scope="module")
