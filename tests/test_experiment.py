@@ -21,28 +21,43 @@ def config(algorithm, **changes):
     return ExperimentConfig(**{**base, **changes})
 
 
+@pytest.fixture(scope="module")
+def histories():
+    """``histories(algorithm)``: the history of ``simulate(config(algorithm))``, run once in this
+    module for the tests that read the same run (each gets its own copy)."""
+    import copy
+
+    runs = {}
+
+    def history(algorithm):
+        if algorithm not in runs:
+            runs[algorithm] = simulate(config(algorithm), progress=False)["history"]
+        return copy.deepcopy(runs[algorithm])
+
+    return history
+
+
 @pytest.mark.parametrize("algorithm", ["local", "fedavg"])
-def test_short_real_run_learns_well_above_chance(algorithm):
+def test_short_real_run_learns_well_above_chance(histories, algorithm):
     """Well above always answering each client's largest class (0.34 on these skewed clients; 1/C
     would be 0.1). Measured (seed 0, AMD EPYC): Local 0.82, FedAvg 0.83."""
     from fedkd_core.conformance import majority_scores
     from fedkd_core.federation import build_federated_data
 
-    history = simulate(config(algorithm), progress=False)["history"]
+    history = histories(algorithm)
     assert len(history) == 4
     majority = majority_scores(build_federated_data(SMALL, 0))["alma"]
     assert history[-1]["alma"] > majority + 0.25, (history[-1]["alma"], majority)
     assert history[-1]["alma"] > history[0]["alma"] - 0.05
 
 
-def test_fedavg_reports_global_accuracy_and_local_none():
+def test_fedavg_reports_global_accuracy_and_local_none(histories):
     """FedAvg's global model beats answering the pooled largest class everywhere (about 0.1 on the
     balanced test split; measured 0.77)."""
     from fedkd_core.conformance import majority_scores
     from fedkd_core.federation import build_federated_data
 
-    fedavg = simulate(config("fedavg"), progress=False)["history"][-1]
-    local = simulate(config("local", rounds=2), progress=False)["history"][-1]
+    fedavg, local = histories("fedavg")[-1], histories("local")[-1]
     majority = majority_scores(build_federated_data(SMALL, 0))["global_acc"]
     assert fedavg["global_acc"] > majority + 0.3 and local["global_acc"] is None
 
@@ -56,12 +71,12 @@ def test_same_config_and_seed_give_the_identical_history():
     assert strip(a["history"]) != strip(c["history"])
 
 
-def test_fedavg_traffic_is_one_model_each_way_per_client():
+def test_fedavg_traffic_is_one_model_each_way_per_client(histories):
     model = make_model("knfu_m1", InputShape(1, 28, 10), seed=0)
     model_bytes = message_bytes(parameters_message(model))
-    row = simulate(config("fedavg", rounds=1), progress=False)["history"][0]
-    assert row["bytes_down"] == row["bytes_up"] == 4 * model_bytes
-    assert simulate(config("local", rounds=1), progress=False)["history"][0]["bytes_up"] == 0
+    for row in histories("fedavg"):  # every round
+        assert row["bytes_down"] == row["bytes_up"] == 4 * model_bytes
+    assert all(row["bytes_up"] == 0 for row in histories("local"))
 
 
 def test_participation_selects_that_share_of_clients():
@@ -223,12 +238,12 @@ def test_a_step_lr_schedule_decays_the_local_lr_from_its_rounds():
         decay_rounds((0.31, 0.35), 10)
 
 
-def test_a_decayed_lr_reaches_training_and_the_default_keeps_every_record_key():
+def test_a_decayed_lr_reaches_training_and_the_default_keeps_every_record_key(histories):
     """With the lr decayed to almost nothing from round 2, FedAvg's global model stops moving after
     round 1 (a constant lr keeps improving it); a config without a schedule keeps its old key."""
     still = TrainConfig(**{**TRAIN.__dict__, "lr_decay_at": (2,), "lr_decay_factor": 1e-9})
     frozen = [r["global_acc"] for r in simulate(config("fedavg", train=still), progress=False)["history"]]
-    moving = [r["global_acc"] for r in simulate(config("fedavg"), progress=False)["history"]]
+    moving = [r["global_acc"] for r in histories("fedavg")]
     assert max(frozen) - min(frozen) < 0.01, frozen
     assert moving[-1] - moving[0] > 0.03, moving
     from fedkd_core.results import key_of

@@ -248,7 +248,7 @@ def test_selective_fd_records_the_share_of_transfer_samples_accepted_and_kept(th
         data=DataConfig(dataset="mnist", num_clients=3, alpha=0.5, samples_per_client=30, transfer_size=40,
                         local_test_size=20),
         model="knfu_m1", train=TrainConfig(epochs=1, batch_size=8, lr=1e-3, optimizer="adam", mixed_precision=False),
-        rounds=2, global_test_size=None, seed=0)
+        rounds=2, global_test_size=100, seed=0)  # not the whole split: the fractions are of the transfer set
     history = simulate(config, progress=False)["history"]
     for row in history:
         assert 0 <= row["kept_fraction"] <= row["accepted_fraction"] <= 1

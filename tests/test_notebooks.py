@@ -7,7 +7,7 @@ import nbformat
 import papermill
 import pytest
 
-from tools.ipc_kernels import execute_notebook
+from tools.ipc_kernels import AsyncUnixSocketKernelManager, execute_notebook
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CHAPTERS = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
@@ -52,6 +52,35 @@ def test_every_chapter_has_a_parameters_cell_and_profiles(chapter):
     assert (NOTEBOOKS / "params" / "paper" / f"{chapter}.yaml").exists()
 
 
+@pytest.fixture(scope="module")
+def setting_kernel():
+    """Executes the setting chapter through papermill with given parameters, each time on one kernel
+    of this module whose namespace is emptied first (``%reset -f``), the first time freshly started.
+    Each check still goes through papermill's injected parameters cell, the chapter's validation and
+    papermill's error; only the chapter's imports (torch, pandas, scikit-learn: most of a check's
+    seconds) are not loaded again, and no name of one check's parameters is left for the next."""
+    from jupyter_client.blocking import BlockingKernelClient
+    from jupyter_core.utils import run_sync
+
+    manager = AsyncUnixSocketKernelManager(kernel_name="python3")
+    run_sync(manager.start_kernel)()
+    client = BlockingKernelClient()  # its own sockets, outside papermill's event loop
+    client.load_connection_info(manager.get_connection_info())
+    client.start_channels()
+
+    def execute(parameters, output):
+        reply = client.execute_interactive("%reset -f", timeout=60)
+        assert reply["content"]["status"] == "ok"
+        execute_notebook(NOTEBOOKS / "setting.ipynb", output, parameters=parameters, progress_bar=False,
+                         km=manager)
+
+    try:
+        yield execute
+    finally:
+        client.stop_channels()
+        run_sync(manager.shutdown_kernel)(now=True)
+
+
 @pytest.mark.parametrize("parameters, message", [
     ({"alphas": "-1"}, "alphas must all be > 0"),
     ({"num_clients": 0}, "num_clients must be an integer >= 1"),
@@ -62,10 +91,9 @@ def test_every_chapter_has_a_parameters_cell_and_profiles(chapter):
     ({"seeds": "abc"}, "parameter 'seeds' must be an integer (got 'abc', a str)"),
     ({"local_epochs": 0}, "parameter 'local_epochs' must be >= 1: with no local epoch the clients never train"),
 ])
-def test_bad_parameters_through_papermill_give_one_clear_error(tmp_path, parameters, message):
+def test_bad_parameters_through_papermill_give_one_clear_error(setting_kernel, tmp_path, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError) as error:
-        execute_notebook(NOTEBOOKS / "setting.ipynb", tmp_path / "out.ipynb", parameters=parameters,
-                         progress_bar=False)
+        setting_kernel(parameters, tmp_path / "out.ipynb")
     assert error.value.ename == "ValueError"
     assert message in error.value.evalue
 
