@@ -210,6 +210,9 @@ RESUMED = ExperimentConfig(
     data=DataConfig("mnist", num_clients=3, samples_per_client=40, transfer_size=40, local_test_size=20),
     train=TrainConfig(epochs=1, batch_size=16, mixed_precision=False), rounds=4, participation=0.67,
     global_test_size=60, seed=1)
+# FedDF's and FedUA's server distillation for 2 epochs, not the paper's 20 (most of their runs'
+# seconds): a resumed run must restore what distillation draws and keeps, whatever its length.
+RESUMED_PARAMS = {"feddf": {"server_epochs": 2}, "fedua": {"server_epochs": 2}}
 
 
 @pytest.mark.parametrize("algorithm", sorted(__import__("fedkd_core.algorithms", fromlist=["ALGORITHMS"]).ALGORITHMS))
@@ -219,7 +222,7 @@ def test_a_run_interrupted_after_round_2_resumes_with_the_numbers_of_an_uninterr
 
     from fedkd_core.leases import state_path
 
-    config = replace(RESUMED, algorithm=algorithm)
+    config = replace(RESUMED, algorithm=algorithm, algorithm_params=RESUMED_PARAMS.get(algorithm, {}))
     whole = results.run_experiment(config, root=tmp_path / "whole", progress=False)
     with monkeypatch.context() as patch:
         interrupt_in_round(patch, 3)
