@@ -57,13 +57,10 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import numpy as np
 import torch
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.mixture import GaussianMixture
-from sklearn.preprocessing import StandardScaler
 from torch.nn import functional as F
 
 from ..aggregate import weighted_average
@@ -71,6 +68,13 @@ from ..host_threads import on_one_host_thread
 from ..training import cross_entropy_loss, predict_features, train
 from .shapes.base import Algorithm, Message, parameters_message
 from .shapes.from_global import UNTRAINED_CLIENT_MODEL, FromGlobal, check_choice, frozen_copy
+
+if TYPE_CHECKING:
+    from sklearn.mixture import GaussianMixture
+
+# scikit-learn is imported where a mixture is fitted, not with the package: it takes a third of
+# `import fedkd_core.algorithms` (2.5 s of ~8 on a 2-core Xeon), which every process pays (each
+# chapter's kernel, sweep worker, Flower and Ray worker), most of which never fit a mixture.
 
 # --- configuration ------------------------------------------------------------------------------
 
@@ -143,6 +147,9 @@ def best_gmm_by_bic(x: np.ndarray, min_components: int, max_components: int,
                     random_state: int) -> GaussianMixture | None:
     """The full-covariance GMM with the lowest BIC among min..min(N, max) components (the released
     code's search); fits that raise ValueError are skipped; None when none succeeded."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.mixture import GaussianMixture
+
     best, lowest = None, np.inf
     for components in range(min_components, min(len(x), max_components) + 1):
         with warnings.catch_warnings():
@@ -181,6 +188,8 @@ def code_prototype(x: np.ndarray, **fit) -> tuple[np.ndarray, int]:
     """The released code's prototype (ClientFedGMKD.local_CKF_aggregation): standardise the class's
     features, fit the BIC-best GMM and take Σ_m π_m μ_m, in standardised space. Every M-step makes
     Σ_m π_m μ_m the mean of the data, here 0, so this is the zero vector up to rounding."""
+    from sklearn.preprocessing import StandardScaler
+
     z = StandardScaler().fit_transform(x)
     if len(x) == 1:
         return z[0], 0

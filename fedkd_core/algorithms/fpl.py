@@ -52,9 +52,9 @@ from .shapes.base import Message
 from .fedproto import FedProto
 from .shapes.from_global import AGGREGATION_WEIGHTS, UNTRAINED_CLIENT_MODEL, check_choice
 
-with warnings.catch_warnings():  # finch warns at import when the optional pynndescent is missing
-    warnings.simplefilter("ignore")
-    from finch import FINCH
+# finch is imported where FPL's server clusters, not with the package: it imports scikit-learn,
+# a third of `import fedkd_core.algorithms` (2.5 s of ~8 on a 2-core Xeon), which every process
+# pays (each chapter's kernel, sweep worker, Flower and Ray worker), most of which never run FPL.
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,10 @@ class FPLConfig:
 def finch_last_partition(points: np.ndarray) -> np.ndarray:
     """FINCH cluster labels of ``points`` (n, d) at the last (coarsest kept) partition, cosine
     distance, as [FPL] ``proto_aggregation`` calls it."""
+    with warnings.catch_warnings():  # finch warns at import when the optional pynndescent is missing
+        warnings.simplefilter("ignore")
+        from finch import FINCH
+
     partitions, _, _ = FINCH(np.asarray(points, dtype=np.float32), distance="cosine", ensure_early_exit=False,
                              verbose=False)
     return partitions[:, -1]
