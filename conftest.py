@@ -1,12 +1,15 @@
-"""Test settings: run records go to a throw-away folder, data comes from FEDKD_DATA."""
+"""Test settings: run records go to a throw-away folder, data comes from FEDKD_DATA; nbval runs each
+chapter once, in the smoke book's environment, and keeps it for the book (tools/smoke_book.py)."""
 
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
 try:  # nbval runs the chapters; a machine without it (a lent GPU's image) still runs the tests under tests/
     import nbval.kernel
+    import nbval.plugin
 except ImportError:
     nbval = None
 
@@ -28,3 +31,68 @@ def mnist():
     from fedkd_core.data import load_dataset
 
     return load_dataset("mnist")
+
+
+# --- each chapter runs once per session (tools/smoke_book.py) ------------------------------------
+# nbval's kernel for a chapter starts in the smoke book's environment (the committed records, one
+# ledger cache), and a chapter whose every cell passed is written out with its outputs, for
+# tests/test_book_browser.py to build the book from instead of executing the chapter again.
+
+def _is_chapter_cell(item) -> bool:
+    return nbval is not None and isinstance(item, nbval.plugin.IPyNbCell)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    """A chapter's kernel starts in its first cell's setup: it inherits the book's environment
+    (this process's own environment is restored after)."""
+    if not _is_chapter_cell(item):
+        yield
+        return
+    from tools import smoke_book
+
+    env = smoke_book.environment(smoke_book.session_folder(item.config))
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+_PASSED_CELLS = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """A chapter cell's outputs, as nbval received them from the kernel, become the cell's outputs
+    in the notebook nbval read (``item.parent.nb``); the passed cells are counted."""
+    outcome = yield
+    if not _is_chapter_cell(item) or item.test_outputs is None:
+        return
+    item.cell.outputs = list(item.test_outputs)
+    item.cell.execution_count = item.cell_num + 1
+    if outcome.excinfo is None:
+        item.parent.stash[_PASSED_CELLS] = item.parent.stash.get(_PASSED_CELLS, 0) + 1
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """After a chapter's last cell: the executed chapter, if every code cell passed, into
+    ``smoke_book.executed_dir`` (a chapter with a failed cell is left for the book to run again,
+    where its failure is reported too)."""
+    if not _is_chapter_cell(item) or (nextitem is not None and nextitem.parent is item.parent):
+        return
+    import nbformat
+
+    from tools import smoke_book
+
+    notebook = item.parent.nb
+    cells = sum(cell.cell_type == "code" for cell in notebook.cells)
+    if item.parent.stash.get(_PASSED_CELLS, 0) == cells:
+        folder = smoke_book.executed_dir(smoke_book.session_folder(item.config))
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, folder / Path(str(item.parent.fspath)).name)

@@ -51,14 +51,14 @@ SLOW = {
 
 
 # The files that take longest, longest first (read off make test's --durations). Under ``-n 2
-# --dist loadfile`` each file runs whole on one worker, so the suite ends when its longest chain of
-# files does: starting the long files first (the smoke book's build alone is a long serial chain)
-# and leaving the many short files to fill in behind them keeps both workers busy to the end.
-# xdist would otherwise hand out files by their number of tests, many first, which put the book's
-# file last, on one worker, with the other idle. Only the order changes: every test still runs.
+# --dist loadgroup`` each file (or group, below) runs whole on one worker, so the suite ends when
+# its longest chain of files does: starting the long files first and leaving the many short files
+# to fill in behind them keeps both workers busy to the end. xdist would otherwise hand out files
+# by their number of tests, many first, which put the book's file last, on one worker, with the
+# other idle. Only the order changes: every test still runs.
 LONG_FIRST = (
-    "tests/test_book_browser.py",
     "notebooks/",
+    "tests/test_book_browser.py",
     "tests/test_flower.py",
     "tests/test_conformance_flower.py",
     "tests/test_gpu_session.py",
@@ -69,8 +69,18 @@ LONG_FIRST = (
     "tests/test_sweep.py",
     "tests/test_ray_sweep.py",
 )
+# The chapters (nbval) and the book's browser checks are one xdist group, on one worker, chapters
+# first: the book is built from the chapters as nbval executed them (tools/smoke_book.py), so each
+# chapter runs once per session. Within the group the Add-your-method page runs after KnFu, whose
+# smoke runs its comparison reads from the records instead of running them again.
+SMOKE_BOOK = ("notebooks/", "tests/test_book_browser.py")
+CHAPTER_ORDER = ("setting", "knfu", "fedua", "fedgmkd", "fedckd", "claims", "scaling", "add_your_method")
 
 
+def xdist_group(nodeid: str) -> str:
+    """The xdist group of a test: the smoke book's, or its own file's (``--dist loadgroup`` then
+    keeps each file on one worker, as ``--dist loadfile`` did: its module fixtures built once)."""
+    return "smoke_book" if nodeid.startswith(SMOKE_BOOK) else nodeid.split("::", 1)[0]
 @pytest.fixture(scope="session")
 def _empty_ledger():
     from fedkd_core.chapters import ledger
@@ -86,8 +96,10 @@ def empty_ledger(_empty_ledger):
     return _empty_ledger.copy(deep=True)
 
 
-def long_first(nodeid: str) -> int:
-    return next((rank for rank, prefix in enumerate(LONG_FIRST) if nodeid.startswith(prefix)), len(LONG_FIRST))
+def long_first(nodeid: str) -> tuple[int, int]:
+    rank = next((rank for rank, prefix in enumerate(LONG_FIRST) if nodeid.startswith(prefix)), len(LONG_FIRST))
+    chapter = nodeid.removeprefix("notebooks/").split(".", 1)[0]
+    return rank, CHAPTER_ORDER.index(chapter) if chapter in CHAPTER_ORDER else len(CHAPTER_ORDER)
 
 
 def pytest_configure(config):
@@ -97,8 +109,10 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid.startswith("notebooks/") or any(item.nodeid.startswith(prefix) for prefix in SLOW):
             item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item.nodeid)))
     items.sort(key=lambda item: long_first(item.nodeid))  # stable: a file's tests, a notebook's cells keep their order

@@ -2,12 +2,14 @@
 Chromium with no network. Skipped where Chromium is absent (Debian: `apt-get install chromium`);
 `make test` runs it wherever it is installed, and CI installs it when it can.
 
-The book is built ONCE for this file (the :func:`smoke_book` fixture): every chapter executed with
+The book is built ONCE per session (the :func:`smoke_book` fixture): every chapter executed with
 its smoke defaults, reading the committed records (a throw-away results folder that links them:
 the verdicts and KnFu's tuning finding are the real ones, and the smoke runs the pages make go to
-the throw-away folder), as ``make book`` reads them. Two sets of checks read it; they were two
-files that each built a book of their own (the browser's over an empty results folder, which no
-reader sees), and are one file so that ``--dist loadfile`` gives both to the worker that built it.
+the throw-away folder), as ``make book`` reads them. A chapter is executed once per session: the
+chapters nbval ran (in this environment, on this worker: tools/smoke_book.py) are taken as nbval
+left them, and only the others are executed here. Two sets of checks read the book; they were two
+files that each built a book of their own, and are one file so that both run on the worker that
+built it.
 ``FEDKD_BOOK_HTML=book/_build/html`` checks an already built book instead (``make book``'s).
 
 Every page must: typeset its math from the MathJax shipped with the book (no raw TeX left), show
@@ -43,11 +45,11 @@ from pathlib import Path
 
 import pytest
 
+from tools import smoke_book as book_folder
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
-COMMITTED = ("paper", "reduced", "robustness", "tuning", "superseded")
-OWN_RUNS = ("smoke", "custom")  # the profiles the chapters' smoke runs are filed under (see build_book)
 
 # No network: every request outside file:// goes to a dead local port, as for a reader offline.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -118,56 +120,53 @@ def run_step(command: list[str], what: str, cwd: Path = ROOT) -> None:
     assert done.returncode == 0, f"{what} failed:\n" + done.stdout[-3000:] + done.stderr[-3000:]
 
 
-def build_book(target: Path) -> Path:
-    """The book from every chapter executed with its smoke defaults, reading the committed records
-    (linked into a throw-away results folder), into ``target``; returns its HTML folder. As ``make
-    book`` does, the ledger is computed once into a cache the chapters read, and two processes run
-    at a time (the ledger beside the chapters without verdicts, then the chapters two by two)."""
+def build_book(folder: Path) -> Path:
+    """The book from every chapter executed with its smoke defaults over the committed records, in
+    the session's smoke-book ``folder`` (tools/smoke_book.py); returns its HTML folder. A chapter
+    nbval already executed in this session is taken as nbval left it; the others are executed here
+    with papermill, as ``make book`` does: the ledger computed once into the cache the chapters
+    read, two processes at a time (the ledger beside the chapters without verdicts, then the
+    chapters two by two)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    results = target / "results"
-    results.mkdir(parents=True)
-    for name in COMMITTED:
-        if (ROOT / "results" / name).is_dir():
-            (results / name).symlink_to(ROOT / "results" / name, target_is_directory=True)
-    # The chapters' own smoke runs are filed under these profiles. The ledger cache's key hashes the
-    # records found under the results folder, and a record the chapters write while the book builds
-    # would change it, so each chapter after the first would compute the ledger again (the ledger
-    # reads only the committed profiles above). Their folders are links too, which the key's walk
-    # does not enter, as it does not enter the committed ones: the runs are written and read as before.
-    for name in OWN_RUNS:
-        (target / "own_runs" / name).mkdir(parents=True)
-        (results / name).symlink_to(target / "own_runs" / name, target_is_directory=True)
-    env = {"FEDKD_RESULTS": str(results),
-           "FEDKD_LEDGER_CACHE": os.environ.get("FEDKD_LEDGER_CACHE") or str(target / "ledger_cache")}
+    env = book_folder.environment(folder)
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)  # the kernels inherit the environment
     try:
-        source = target / "book"
+        source = folder / "book"
         source.mkdir()
         for path in [ROOT / "book" / "_config.yml", ROOT / "book" / "_toc.yml", *(ROOT / "book").glob("*.md")]:
             shutil.copy(path, source / path.name)
         shutil.copytree(ROOT / "book" / "_static", source / "_static")
         (source / "chapters").mkdir()
-        no_parameters = target / "smoke_defaults.yaml"  # papermill injects nothing: each chapter's own defaults
+        no_parameters = folder / "smoke_defaults.yaml"  # papermill injects nothing: each chapter's own defaults
         no_parameters.write_text("{}\n")
+        executed = book_folder.executed_dir(folder)
 
         def chapter(notebook: Path, ledger=None) -> None:
-            if ledger is not None:
-                ledger.result()  # re-raises the ledger's failure
             out = source / "chapters" / notebook.name
-            run_step([sys.executable, str(ROOT / "tools" / "ipc_kernels.py"), str(notebook), str(out), str(no_parameters)],
-                     f"chapter {notebook.stem}", cwd=ROOT / "notebooks")
+            if (executed / notebook.name).exists():
+                shutil.copy(executed / notebook.name, out)
+            else:
+                if ledger is not None:
+                    ledger.result()  # re-raises the ledger's failure
+                run_step([sys.executable, str(ROOT / "tools" / "ipc_kernels.py"), str(notebook), str(out),
+                          str(no_parameters)], f"chapter {notebook.stem}", cwd=ROOT / "notebooks")
             run_step([sys.executable, str(ROOT / "tools" / "hide_parameter_cells.py"), str(out)],
                      f"hiding chapter {notebook.stem}'s parameter cell")
 
         notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+        to_run = [nb for nb in notebooks if not (executed / nb.name).exists()]
         with ThreadPoolExecutor(max_workers=2) as pool:  # FIFO: the ledger starts before any chapter waits on it
-            ledger = pool.submit(run_step, [sys.executable, "-m", "fedkd_core.chapters.ledger_cache"], "the ledger")
+            ledger = (pool.submit(run_step, [sys.executable, "-m", "fedkd_core.chapters.ledger_cache"], "the ledger")
+                      if any(nb.stem in LEDGER_CHAPTERS for nb in to_run) else None)
             steps = [pool.submit(chapter, nb) for nb in notebooks if nb.stem not in LEDGER_CHAPTERS]
             steps += [pool.submit(chapter, nb, ledger) for nb in notebooks if nb.stem in LEDGER_CHAPTERS]
             for step in [ledger, *steps]:
-                step.result()
+                if step is not None:
+                    step.result()
+        print(f"smoke book: {len(notebooks) - len(to_run)} chapters as nbval executed them, "
+              f"{len(to_run)} executed here ({', '.join(nb.stem for nb in to_run) or 'none'})")
         for module, name in (("glance", "glance"), ("performance", "performance"), ("costs", "costs")):
             run_step([sys.executable, "-m", f"fedkd_core.{module}", str(source / "_generated" / f"{name}.md")],
                      f"fedkd_core.{module}")
@@ -185,10 +184,11 @@ def build_book(target: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def smoke_book(tmp_path_factory) -> Path:
-    """The book's HTML folder: built here once (:func:`build_book`), or the one FEDKD_BOOK_HTML names."""
+def smoke_book(request) -> Path:
+    """The book's HTML folder: built here once (:func:`build_book`) in the session's smoke-book
+    folder, or the one FEDKD_BOOK_HTML names."""
     given = os.environ.get("FEDKD_BOOK_HTML")
-    return Path(given).resolve() if given else build_book(tmp_path_factory.mktemp("smoke_book"))
+    return Path(given).resolve() if given else build_book(book_folder.session_folder(request.config))
 
 
 def pages(html: Path) -> list[Path]:
