@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import warnings
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.mixture import GaussianMixture
 
 from ...algorithms.fedgmkd import best_gmm_by_bic, code_prototype, eq5_prototype, gmm_prototype
 from ...host_threads import on_one_host_thread
 from .grid import Params, data_config
+
+if TYPE_CHECKING:  # scikit-learn is imported where a mixture is fitted (see algorithms/fedgmkd.py)
+    from sklearn.mixture import GaussianMixture
 
 # The component counts the real-feature demonstration also fits at, whatever BIC picks.
 FIXED_COMPONENTS = (2, 3)
@@ -38,6 +41,9 @@ def largest_responsibility(x: np.ndarray, gmm: GaussianMixture) -> float:
 def fit_gmm(x: np.ndarray, components: int, tol: float = 1e-3, random_state: int = 0) -> GaussianMixture:
     """A full-covariance GMM of ``components`` components, EM run until the mean log-likelihood
     gains less than ``tol`` (sklearn's rule; iterations are not capped short of that)."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.mixture import GaussianMixture
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return GaussianMixture(components, covariance_type="full", tol=tol, max_iter=100_000,
