@@ -29,6 +29,7 @@ The checks (each one catches a way a method can give numbers that are not what t
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -37,7 +38,8 @@ import torch
 from .algorithms import ALGORITHMS, Algorithm, Context, algorithm_class, algorithm_config, register
 from .algorithms.shapes.base import message_bytes
 from .contracts import AlgorithmProtocol, check_needs, missing_members
-from .experiment import ExperimentConfig, InProcessClients, _run_round, client_step, server_update, simulate
+from .experiment import (ExperimentConfig, InProcessClients, _run_round, client_step, default_device, server_update,
+                         simulate)
 from .federation import DataConfig, FederatedData, build_federated_data
 from .training import TrainConfig, accuracy
 
@@ -55,12 +57,33 @@ PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 # these 500 are still ten times the clients' own test images, which every round scores too.
 TINY_GLOBAL_TEST = 500
 
+# The fewest epochs and steps with which every loop of these methods still runs at least twice. What
+# the checks catch (a step reading another party's state, an unseeded draw, an upload that is a view,
+# an operation a GPU refuses) shows in the first two passes of a loop; the methods' defaults repeat
+# them 4 to 20 times (FedDF's and FedUA's 20 server epochs, FedGen's 25 generator steps a round, the
+# original FedMD's 4 revisit epochs, pFedMe's 5 inner steps per batch, FedGMKD's BIC over 1 to 6
+# mixture components per class), which was most of the time of the tests that run every algorithm.
+# Explicit ``params`` override these (the methods' own tests run their defaults).
+TINY_PARAMS = {
+    "feddf": {"server_epochs": 2},
+    "fedua": {"server_epochs": 2},
+    "fedgen": {"generator_epochs": 1, "generator_steps_per_epoch": 2},
+    "fedmd_original": {"revisit_epochs": 2},
+    "pfedme": {"inner_steps": 2},
+    "fedgmkd": {"max_components": 2},
+}
+
+
+def tiny_params(name: str, params: dict | None = None) -> dict:
+    """``params`` over :data:`TINY_PARAMS`' shorter loops for ``name`` (none for other methods)."""
+    return {**TINY_PARAMS.get(name, {}), **(params or {})}
+
 
 def tiny_config(name: str, params: dict | None = None, data: DataConfig = TINY_DATA, model: str = "knfu_m1",
                 rounds: int = 2) -> ExperimentConfig:
     """Two rounds of ``name`` on :data:`TINY_DATA`, two of three clients per round, seed 0, scored on
-    :data:`TINY_GLOBAL_TEST` images of the global test split."""
-    return ExperimentConfig(algorithm=name, algorithm_params=dict(params or {}), data=data, model=model,
+    :data:`TINY_GLOBAL_TEST` images of the global test split; ``params`` over :func:`tiny_params`."""
+    return ExperimentConfig(algorithm=name, algorithm_params=tiny_params(name, params), data=data, model=model,
                             train=TINY_TRAIN, rounds=rounds, participation=2 / 3, seed=0,
                             global_test_size=TINY_GLOBAL_TEST)
 
@@ -89,9 +112,10 @@ def check(method, *, name: str | None = None, params: dict | None = None, config
     name = registered_name(method, name)
     config = config or tiny_config(name, params)
     data = build_federated_data(config.data, config.seed)
-    findings = [run_check(label, function, config, data) for label, function in CHECKS.items()]
-    findings.append(run_check("flower", flower_check, config, data) if flower
-                    else Finding("flower", SKIPPED, "not asked (flower=False)"))
+    with shared_runs():
+        findings = [run_check(label, function, config, data) for label, function in CHECKS.items()]
+        findings.append(run_check("flower", flower_check, config, data) if flower
+                        else Finding("flower", SKIPPED, "not asked (flower=False)"))
     failed = [f for f in findings if f.status == FAILED]
     if failed and raise_on_failure:
         raise ConformanceError(f"{name} fails {len(failed)} conformance check(s):\n"
@@ -159,17 +183,59 @@ def separability_check(config: ExperimentConfig, data: FederatedData) -> str:
 
 
 def determinism_check(config: ExperimentConfig, data: FederatedData) -> str:
-    runs = []
-    saved = torch.get_rng_state(), np.random.get_state(), random.getstate()
-    try:
-        for seed in (11, 22):  # whatever the global generators held, the run must not depend on it
-            torch.manual_seed(seed), np.random.seed(seed), random.seed(seed)
-            runs.append(simulate(config, data=data, device=torch.device("cpu"), progress=False))
-    finally:  # the caller's generators as they were
-        torch.set_rng_state(saved[0]), np.random.set_state(saved[1]), random.setstate(saved[2])
-    first, second = (comparable(run["history"]) for run in runs)
+    # whatever the global generators held, the run must not depend on it
+    first, second = (comparable(recorded_run(config, data, global_seed=seed).history) for seed in (11, 22))
     assert first == second, f"two runs of one config differ: {first_difference(first, second)}"
     return f"two runs of {config.rounds} rounds gave identical per-round numbers"
+
+
+# --- the runs the checks look at, made once per check() ---------------------------------------------
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """A run's per-round rows and every message it sent (its :class:`RecordingClients`)."""
+
+    history: list[dict]
+    messages: RecordingClients
+
+
+_runs: dict | None = None  # the runs of the check() in progress (None: none, nothing is kept)
+
+
+@contextmanager
+def shared_runs():
+    """While it lasts, :func:`recorded_run` makes each run once, so that the determinism check's first
+    run is also the run whose messages the messages check reads and the in-process run the Flower
+    check compares with. Each check made a run of its own before: the same config on the same device
+    (the messages check's config scored every round, as a tiny config does anyway), only under
+    other global generators, which a run that passes the determinism check does not depend on."""
+    global _runs
+    _runs = {}
+    try:
+        yield
+    finally:
+        _runs = None
+
+
+def recorded_run(config: ExperimentConfig, data: FederatedData, device: torch.device = torch.device("cpu"),
+                 global_seed: int = 11) -> RecordedRun:
+    """``config`` run in-process on ``device``, its messages recorded, after the global generators
+    (torch's, numpy's, Python's) were seeded with ``global_seed`` (they are restored after). Within
+    :func:`shared_runs`, a run asked for again is the one made before."""
+    key = (repr(config), str(device), global_seed)
+    if _runs is not None and key in _runs:
+        return _runs[key]
+    spy = RecordingClients()
+    saved = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    try:
+        torch.manual_seed(global_seed), np.random.seed(global_seed), random.seed(global_seed)
+        history = simulate(config, data=data, device=device, progress=False, clients=spy)["history"]
+    finally:  # the caller's generators as they were
+        torch.set_rng_state(saved[0]), np.random.set_state(saved[1]), random.setstate(saved[2])
+    run = RecordedRun(history, spy)
+    if _runs is not None:
+        _runs[key] = run
+    return run
 
 
 class RecordingClients(InProcessClients):
@@ -190,10 +256,9 @@ class RecordingClients(InProcessClients):
 
 
 def messages_check(config: ExperimentConfig, data: FederatedData) -> str:
-    spy = RecordingClients()
-    history = simulate(replace(config, eval_every=1), data=data, device=torch.device("cpu"), progress=False,
-                       clients=spy)["history"]
-    for row, sent in zip(history, spy.rounds, strict=True):
+    run = recorded_run(replace(config, eval_every=1), data)  # every round scored: a row per round's messages
+    history = run.history
+    for row, sent in zip(history, run.messages.rounds, strict=True):
         for kind, messages in sent.items():
             for client, message in messages.items():
                 assert_is_message(message, f"round {row['round']}, {kind[:-1]} of client {client}")
@@ -231,12 +296,12 @@ def flower_check(config: ExperimentConfig, data: FederatedData) -> str:
         from .flower import simulate_on_flower
     except ImportError as error:
         raise Skipped(f"Flower is not installed ({error})") from None
-    local = simulate(config, data=data, progress=False)
     remote = simulate_on_flower([config], workers=1)[0]
     if not isinstance(remote, dict):
         raise AssertionError(f"on Flower the run diverged: {remote}")
-    assert comparable(local["history"]) == comparable(remote["history"]), \
-        f"Flower and in-process differ: {first_difference(comparable(local['history']), comparable(remote['history']))}"
+    local = comparable(recorded_run(config, data, default_device()).history)
+    assert local == comparable(remote["history"]), \
+        f"Flower and in-process differ: {first_difference(local, comparable(remote['history']))}"
     return f"{config.rounds} rounds on Flower (1 Ray worker) equal the in-process run"
 
 
