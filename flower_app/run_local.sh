@@ -11,12 +11,13 @@
 set -euo pipefail
 config=$(realpath "$1"); port=${2:-8000}; profile=${3:-deployment}
 app=$(dirname "$(realpath "$0")")
-clients=$(python -c "from fedkd_core.flower import load_config; print(load_config('$config').data.num_clients)")
 export FLWR_HOME; FLWR_HOME=$(mktemp -d)   # Flower's own folder (connections, installed apps), thrown away
 logs=$FLWR_HOME/logs; mkdir -p "$logs"
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$FLWR_HOME"' EXIT
 
 flower-superlink --insecure --port "$port" --disable-runtime-dependency-installation > "$logs/superlink.log" 2>&1 &
+# Read the config while the SuperLink starts (both import for seconds); a bad config still stops here.
+clients=$(python -c "from fedkd_core.flower import load_config; print(load_config('$config').data.num_clients)")
 python - "$port" <<'PY'
 import socket, sys, time
 for _ in range(300):

@@ -11,14 +11,20 @@ from fedkd_core.training import TrainConfig  # noqa: E402
 
 DATA = DataConfig("mnist", num_clients=4, samples_per_client=50, transfer_size=50, local_test_size=20)
 TRAIN = TrainConfig(batch_size=16, mixed_precision=False)
-CONFIGS = [ExperimentConfig(algorithm=name, data=DATA, model="knfu_m1", train=TRAIN, rounds=2, participation=0.5, seed=3)
+# global_test_size: the server scores on 200 test images, not MNIST's whole 10,000 (most of a run's
+# seconds here, in every in-process and Flower run): what is compared is that both engines give the
+# same numbers, which does not depend on how many images are scored.
+GLOBAL_TEST = 200
+CONFIGS = [ExperimentConfig(algorithm=name, data=DATA, model="knfu_m1", train=TRAIN, rounds=2, participation=0.5, seed=3,
+                            global_test_size=GLOBAL_TEST)
            for name in ("fedavg", "knfu", "fedckd")]
 # One method of each round shape (fedkd_core.algorithms.shapes: Algorithm, TransferDistillation,
 # FromGlobal, PartialSharing) and Selective-FD (boolean masks in its messages, a tensor as client
 # state) in one Ray simulation: Ray's part of Flower does not depend on the method, and every
 # registered method crosses Flower's records and ClientApp in test_conformance_flower.py.
 RAY_SHAPES = [*CONFIGS, *(ExperimentConfig(algorithm=name, data=DATA, model="knfu_m1", train=TRAIN, rounds=2,
-                                           participation=0.5, seed=3) for name in ("fedper", "selective_fd"))]
+                                           participation=0.5, seed=3, global_test_size=GLOBAL_TEST)
+                          for name in ("fedper", "selective_fd"))]
 COMPARED = ("round", "clients", "selected", "bytes_up", "bytes_down", "alma", "client_accuracies", "global_acc")
 
 
@@ -37,6 +43,20 @@ def child_env(tmp_path, **extra) -> dict:
     import os
 
     return {**os.environ, "FEDKD_RESULTS": str(tmp_path / "results"), "OMP_NUM_THREADS": "1", **extra}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """This process computes with one torch thread, as each Flower client does (``_replica``):
+    the reference runs and the ServerApp of the simulations run here, and on two busy cores a
+    second thread made them ten times slower (OpenMP's threads wait on each other); the numbers
+    do not depend on it (the clients' single thread already equals the in-process runs)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -253,12 +273,21 @@ def test_the_deployment_command_sequence_on_local_supernodes_gives_the_in_proces
     from fedkd_core.experiment import simulate
     from fedkd_core.results import config_hash
 
-    config = dataclasses.replace(CONFIGS[0], data=dataclasses.replace(DATA, num_clients=2), participation=1.0)
+    # One round: Flower starts a ClientApp process (torch imported, data built) for each message a
+    # SuperNode gets, so each round costs every client two more processes. Round 1 already crosses
+    # everything the deployment engine adds: the nodes' partition ids (whoami), the update, and
+    # the client's state kept by its SuperNode between two processes (update, then the evaluation's
+    # state query); later rounds are the same messages, and the Ray simulation tests above run two.
+    config = dataclasses.replace(CONFIGS[0], data=dataclasses.replace(DATA, num_clients=2), participation=1.0,
+                                 rounds=1)
     path = write_config(config, tmp_path / "run.yaml")
     with socket.socket() as probe:  # a free port for the SuperLink (the SuperNodes take the next two)
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = child_env(tmp_path, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    # Each SuperExec (the SuperLink's and each SuperNode's) polls for a process to start every
+    # second by default; once per message here, so a faster poll only removes idle waiting.
+    env = child_env(tmp_path, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
+                    FLWR_SUPEREXEC_TASK_POLL_INTERVAL="0.05")
     script = Path(__file__).resolve().parents[1] / "flower_app" / "run_local.sh"
     done = subprocess.run([str(script), str(path), str(port), "deployed"], env=env, capture_output=True, text=True,
                           timeout=900)

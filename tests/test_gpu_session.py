@@ -72,10 +72,25 @@ def test_two_runs_differing_in_one_evaluation_are_not_identical(session):
     assert session.evaluations(first) != session.evaluations({"history": [{"round": 2, "alma": 0.5000001, "seconds": 1.0}]})
 
 
-def test_the_session_runs_its_steps_on_a_cpu_and_writes_its_result_files(session, tmp_path, monkeypatch):
+@pytest.fixture
+def one_torch_thread():
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_the_session_runs_its_steps_on_a_cpu_and_writes_its_result_files(session, tmp_path, monkeypatch,
+                                                                         one_torch_thread):
     monkeypatch.setattr(session, "DETERMINISM_METHODS", ("fedproto",))
     monkeypatch.setattr(session, "MEMORY_METHODS", ("fedavg",))
     monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
+    # One torch thread, here and in each sweep worker (the sweep's knob for shared cores): on two
+    # busy cores a second thread made the runs several times slower (OpenMP's threads wait on each
+    # other); the steps, their runs and the files they write are the same.
+    monkeypatch.setenv("FEDKD_SWEEP_THREADS", "1")
     (tmp_path / "tiny.yaml").write_text(TINY_SWEEP)
     out = tmp_path / "out"
     session.main(["--out", str(out), "--device", "cpu", "--smoke", "--no-records", "--budget", "600",

@@ -25,11 +25,18 @@ import cloudpickle  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-SMOKE = "profile: smoke\nalphas: '0.5'\nrounds: 2\nmixed_precision: false\n"
+# Runs smaller than the smoke profile's (20 images per client, 20 local and 50 global test images;
+# TINY scores 50 test images, not MNIST's whole 10,000): these tests check where runs go and what
+# comes back, which does not depend on how much each run trains or scores.
+SMALL = "samples_per_client: 20\nlocal_test_size: 20\nglobal_test_size: 50\n"
+SMOKE = "profile: smoke\nalphas: '0.5'\nrounds: 2\nmixed_precision: false\n" + SMALL
+# (the diverging runs keep the smoke profile's 100 images: with one batch per epoch, a loss made
+# non-finite by the first step would never be seen; they stop in round 1, before any scoring)
 DIVERGING = "profile: smoke\nalphas: '1.0'\nrounds: 1\nlr: 1.0e+30\nmixed_precision: false\n"
 TINY = ExperimentConfig(algorithm="fedavg", data=DataConfig("mnist", num_clients=2, samples_per_client=20,
                                                            local_test_size=10),
-                        model="knfu_m1", train=TrainConfig(batch_size=10, mixed_precision=False), rounds=1)
+                        model="knfu_m1", train=TrainConfig(batch_size=10, mixed_precision=False), rounds=1,
+                        global_test_size=50)
 
 
 @pytest.fixture(scope="module")

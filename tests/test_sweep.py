@@ -43,11 +43,21 @@ def test_a_claim_from_another_host_is_stale_only_when_old(tmp_path):
     assert leases.is_stale(path, stale_after=3600)
 
 
+# The smoke profile made smaller still (20 images per client, 20 local and 50 global test images
+# instead of 100, 100 and 500): what these tests check is who runs which run and what the sweep
+# says, not the numbers, so their runs need be no larger than that. (Not the diverging runs below:
+# with one batch per epoch, a loss made non-finite by the first step would never be seen.)
+SMALL = "samples_per_client: 20\nlocal_test_size: 20\nglobal_test_size: 50\n"
+
+
 @pytest.fixture
 def smoke_grid(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
+    # one torch thread per worker (the sweep's own knob for cores shared with other work): on two
+    # busy cores a second thread made each run several times slower; what runs where is the same
+    monkeypatch.setenv("FEDKD_SWEEP_THREADS", "1")
     params = tmp_path / "smoke.yaml"
-    params.write_text("profile: smoke\nalphas: '0.5,1.0'\nrounds: 1\n")
+    params.write_text("profile: smoke\nalphas: '0.5,1.0'\nrounds: 1\n" + SMALL)
     return params
 
 
@@ -243,6 +253,7 @@ def test_a_run_that_diverges_is_stored_reported_and_the_sweep_goes_on(tmp_path, 
     from fedkd_core.results import load_divergence
 
     monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("FEDKD_SWEEP_THREADS", "1")  # as in smoke_grid
     params = tmp_path / "smoke.yaml"
     params.write_text("profile: smoke\nalphas: '0.5'\nrounds: 1\nlr: 1.0e+30\nmixed_precision: false\n")
     _, configs = sweep.load_grid("setting", params)
