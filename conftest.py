@@ -17,6 +17,10 @@ except ImportError:
 # writes records into the checkout's results/ folder.
 os.environ.setdefault("FEDKD_RESULTS", tempfile.mkdtemp(prefix="fedkd-test-results-"))
 os.environ.setdefault("PYTHONHASHSEED", "0")
+# One torch thread per process, as `make test` exports (Makefile): set before torch is imported, so a
+# bare `pytest -n 2` does not run two threads in each worker on two cores (with the kernels and
+# subprocesses beside them, 5-10x slower: 5 tiny runs took 24.3 s with two threads, 2.3 s with one).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # nbval's kernels on Unix sockets, not TCP ports that another process can take before the kernel
 # binds them (that once failed CI; tools/ipc_kernels.py). Tests run papermill through its
 # execute_notebook for the same reason.
