@@ -113,12 +113,12 @@ sweep: data
 notebooks: data
 	$(BIN)/python tools/sync_notebooks.py $(CHAPTERS)
 
-# One xdist worker per core; --dist loadgroup keeps each file on one worker, and the chapters (nbval)
-# with the book built from them (tests/conftest.py: xdist_group);
+# One xdist worker per core; --dist loadfile keeps each file on one worker, and the chapters (nbval)
+# with the book built from them (tests/conftest.py: pytest_xdist_make_scheduler);
 # --durations lists the 25 slowest tests, so a CI log shows where its time went. pytest's exit
 # status 5 (no tests collected) fails the target like any other failure, with a line saying so.
 test: data
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup tests notebooks --nbval-lax -p no:cacheprovider --durations=25; status=$$?; \
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests notebooks --nbval-lax -p no:cacheprovider --durations=25; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests"; fi; exit $$status
 
 # The contributor's loop (under 2 minutes on 2 cores): every test not marked slow (tests/conftest.py
@@ -126,7 +126,7 @@ test: data
 # sweeps and sessions that start worker processes, the runs of every algorithm under the device
 # check). `make test` runs them all, as CI does.
 test-fast: data
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup tests -m "not slow" -p no:cacheprovider --durations=10; status=$$?; \
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests -m "not slow" -p no:cacheprovider --durations=10; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests"; fi; exit $$status
 
 # Writes benchmarks/results/<benchmark>-<machine>.json, which the book's Performance page shows.

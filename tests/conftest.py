@@ -51,7 +51,7 @@ SLOW = {
 
 
 # The files that take longest, longest first (read off make test's --durations). Under ``-n 2
-# --dist loadgroup`` each file (or group, below) runs whole on one worker, so the suite ends when
+# --dist loadfile`` each file (or the smoke book, below) runs whole on one worker, so the suite ends when
 # its longest chain of files does: starting the long files first and leaving the many short files
 # to fill in behind them keeps both workers busy to the end. xdist would otherwise hand out files
 # by their number of tests, many first, which put the book's file last, on one worker, with the
@@ -69,31 +69,33 @@ LONG_FIRST = (
     "tests/test_sweep.py",
     "tests/test_ray_sweep.py",
 )
-# The chapters (nbval) and the book's browser checks are one xdist group, on one worker, chapters
+# The chapters (nbval) and the book's browser checks are one unit of work, on one worker, chapters
 # first: the book is built from the chapters as nbval executed them (tools/smoke_book.py), so each
-# chapter runs once per session. Within the group the Add-your-method page runs after KnFu, whose
-# smoke runs its comparison reads from the records instead of running them again.
+# chapter runs once per session. Within it the Add-your-method page runs after KnFu, whose smoke
+# runs its comparison reads from the records instead of running them again. (pytest-xdist's own
+# --dist loadgroup cannot do this under pytest 9: it renames a test's nodeid through an attribute
+# pytest 9 no longer reads, so every test became its own unit; measured 2026-11-29.)
 SMOKE_BOOK = ("notebooks/", "tests/test_book_browser.py")
 CHAPTER_ORDER = ("setting", "knfu", "fedua", "fedgmkd", "fedckd", "claims", "scaling", "add_your_method")
 
 
-def xdist_group(nodeid: str) -> str:
-    """The xdist group of a test: the smoke book's, or its own file's (``--dist loadgroup`` then
-    keeps each file on one worker, as ``--dist loadfile`` did: its module fixtures built once)."""
+def work_unit(nodeid: str) -> str:
+    """What one xdist worker runs whole: the smoke book (every chapter and the book's checks), or
+    the test's own file (--dist loadfile's unit: its module fixtures built once)."""
     return "smoke_book" if nodeid.startswith(SMOKE_BOOK) else nodeid.split("::", 1)[0]
-@pytest.fixture(scope="session")
-def _empty_ledger():
-    from fedkd_core.chapters import ledger
-
-    return ledger.ledger()
 
 
-@pytest.fixture()
-def empty_ledger(_empty_ledger):
-    """``ledger.ledger()`` over the tests' throw-away results folder (no committed records), computed
-    once per worker (tens of seconds on two cores) and handed to each test as its own deep copy:
-    the same frame each test computed for itself, which only reads it."""
-    return _empty_ledger.copy(deep=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile with the smoke book as one unit (:func:`work_unit`); other modes as xdist has them."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SmokeBookScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return SmokeBookScheduling(config, log)
 
 
 def long_first(nodeid: str) -> tuple[int, int]:
@@ -109,10 +111,8 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid.startswith("notebooks/") or any(item.nodeid.startswith(prefix) for prefix in SLOW):
             item.add_marker(pytest.mark.slow)
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item.nodeid)))
     items.sort(key=lambda item: long_first(item.nodeid))  # stable: a file's tests, a notebook's cells keep their order

@@ -8,7 +8,7 @@ cache), the root ``conftest.py`` writes the executed notebook (each cell's outpu
 received them) into :func:`executed_dir`, and ``tests/test_book_browser.py`` builds the book from
 those notebooks, executing with papermill only the chapters nbval did not run in this session (all
 of them when the book's file runs alone). nbval, the notebooks and the book's file are one xdist
-group (``tests/conftest.py``), so they share a worker, nbval's cells first.
+unit of work (``tests/conftest.py``: ``work_unit``), so they share a worker, nbval's cells first.
 
     folder/results/<profile>   links to the checkout's committed records (read, never written)
     folder/results/smoke, custom   links to folder/own_runs/...: the runs the chapters make
