@@ -98,6 +98,21 @@ def pytest_xdist_make_scheduler(config, log):
     return SmokeBookScheduling(config, log)
 
 
+@pytest.fixture(scope="session")
+def _empty_ledger():
+    from fedkd_core.chapters import ledger
+
+    return ledger.ledger()
+
+
+@pytest.fixture()
+def empty_ledger(_empty_ledger):
+    """``ledger.ledger()`` over the tests' throw-away results folder (no committed records), computed
+    once per worker (tens of seconds on two cores) and handed to each test as its own deep copy:
+    the same frame each test computed for itself, which only reads it."""
+    return _empty_ledger.copy(deep=True)
+
+
 def long_first(nodeid: str) -> tuple[int, int]:
     rank = next((rank for rank, prefix in enumerate(LONG_FIRST) if nodeid.startswith(prefix)), len(LONG_FIRST))
     chapter = nodeid.removeprefix("notebooks/").split(".", 1)[0]
