@@ -55,17 +55,8 @@ def pytest_runtest_setup(item):
         return
     from tools import smoke_book
 
-    env = smoke_book.environment(smoke_book.session_folder(item.config))
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    try:
+    with smoke_book.within(smoke_book.session_folder(item.config)):
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 _PASSED_CELLS = pytest.StashKey[int]()

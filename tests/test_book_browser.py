@@ -129,10 +129,7 @@ def build_book(folder: Path) -> Path:
     chapters two by two)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    env = book_folder.environment(folder)
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)  # the kernels inherit the environment
-    try:
+    with book_folder.within(folder):  # the kernels inherit the environment
         source = folder / "book"
         source.mkdir()
         for path in [ROOT / "book" / "_config.yml", ROOT / "book" / "_toc.yml", *(ROOT / "book").glob("*.md")]:
@@ -174,12 +171,6 @@ def build_book(folder: Path) -> Path:
                                capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONWARNINGS": "ignore"})
         assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
         (source / "build.log").write_text(build.stdout + build.stderr)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     return source / "_build" / "html"
 
 

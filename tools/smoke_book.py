@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,23 @@ def environment(folder: Path) -> dict[str, str]:
             (results / name).symlink_to(folder / "own_runs" / name, target_is_directory=True)
     return {"FEDKD_RESULTS": str(results),
             "FEDKD_LEDGER_CACHE": os.environ.get("FEDKD_LEDGER_CACHE") or str(folder / "ledger_cache")}
+
+
+@contextmanager
+def within(folder: Path):
+    """This process's environment set to :func:`environment` (what the kernels and processes it
+    starts inherit), and restored on leaving."""
+    env = environment(folder)
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def executed_dir(folder: Path) -> Path:
