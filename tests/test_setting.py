@@ -76,6 +76,8 @@ def test_the_conclusion_names_the_profile_and_its_scale_and_says_it_is_no_test()
     assert "**smoke** profile (2 rounds, 100 training images per client, 1 seed(s) per cell" in text
     assert "not a test" in text and "FedAvg is higher at every α compared (0.5)" in text
     assert "nothing to compare" in setting.conclusion_text(pivot_of([]).drop(columns="better"), params, [1])
+    read = setting.conclusion_text(pivot_of([("mnist", 0.5, 60.0, 70.0, 65.0)]), params, [1], ["reduced", "reduced"])
+    assert "page's **reduced** profile (2 rounds" in read  # the records' profile, not the page's own
 
 
 def test_the_step_split_drawn_is_the_one_the_fedua_chapter_runs():

@@ -199,12 +199,15 @@ def images_text(params: Params) -> str:
             else "the whole training split shared among the clients")
 
 
-def conclusion_text(pivot: pd.DataFrame, params: Params, seeds: list[int]) -> str:
-    """The page's conclusion: the profile and its scale (rounds, images per client, ``seeds`` per
-    cell), then :func:`conclusion_lines`; or that Local and FedAvg did not both run."""
+def conclusion_text(pivot: pd.DataFrame, params: Params, seeds: list[int], profiles: list[str] = ()) -> str:
+    """The page's conclusion: the profile of its records (``profiles``; the page's own when none is
+    given) and its scale (rounds, images per client, ``seeds`` per cell), then
+    :func:`conclusion_lines`; or that Local and FedAvg did not both run. (The quick profile's runs
+    are those of the committed reduced profile, so a built page names "reduced".)"""
     lines = conclusion_lines(pivot)
     if not lines:
         return "Local and FedAvg did not both run in this profile: there is nothing to compare."
-    return (f"In this page's **{params.profile}** profile ({params.rounds} rounds, {images_text(params)}, "
+    named = " and ".join(f"**{profile}**" for profile in (sorted(set(profiles)) or [params.profile]))
+    return (f"In this page's {named} profile ({params.rounds} rounds, {images_text(params)}, "
             f"{'/'.join(map(str, seeds))} seed(s) per cell; an order of the means, without an interval, not a "
             "test):\n\n" + "\n".join(f"- {line}" for line in lines))
