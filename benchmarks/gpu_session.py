@@ -61,10 +61,13 @@ class Plan:
     records_chapter: str = "fedgmkd"
     records_params: str = "paper/fedgmkd.yaml"
     records_workers: int = 4
+    model: str | None = None            # None: the profile's model (ResNet-18); steps 1-2 only
 
 
+# The CPU smoke run checks the script (its steps, their files), not the numbers: FedGMKD's small CNN
+# instead of ResNet-18 made its determinism and memory steps 21 s -> a few on a 2-core Xeon.
 SMOKE = Plan(determinism_samples=16, memory_clients=(3,), memory_samples=16, sweep_limit=1, sweep_workers=(1, 2),
-             records_workers=1)
+             records_workers=1, model="cnn5_code32")
 
 
 class Clock:
@@ -110,14 +113,14 @@ def client_images(config, clients: int, samples: int) -> dict:
     return {"pool_size": min(samples * clients, available)}
 
 
-def shrunk(config, clients: int, samples: int | None, rounds: int = 2):
+def shrunk(config, clients: int, samples: int | None, rounds: int = 2, model: str | None = None):
     """``config`` with ``clients`` clients of ``samples`` images (None: as many as the profile
     gives each client), ``rounds`` rounds of one local epoch, evaluated at the end on a small
-    local test set."""
+    local test set; ``model`` instead of the profile's, if given."""
     size = client_images(config, clients, samples or images_per_client(config))
     data = replace(config.data, num_clients=clients, local_test_size=min(config.data.local_test_size, 50), **size)
     return replace(config, data=data, rounds=rounds, eval_every=rounds, global_test_size=100,
-                   train=replace(config.train, epochs=1))
+                   train=replace(config.train, epochs=1), model=model or config.model)
 
 
 def evaluations(outcome: dict) -> list:
@@ -130,7 +133,7 @@ def determinism(device, plan: Plan) -> list[dict]:
 
     rows = []
     for method, config in paper_configs("fedgmkd", "paper/fedgmkd.yaml", DETERMINISM_METHODS).items():
-        small = shrunk(config, clients=4, samples=plan.determinism_samples)
+        small = shrunk(config, clients=4, samples=plan.determinism_samples, model=plan.model)
         first, second = (simulate(small, device=device, progress=False) for _ in range(2))
         same = evaluations(first) == evaluations(second)
         rows.append({"method": method, "model": small.model, "clients": 4, "rounds": small.rounds,
@@ -164,7 +167,7 @@ def peak_memory(device, plan: Plan, clock: Clock) -> list[dict]:
             if clock.left() < 240:
                 print("  peak memory: stopped, the rest of the budget goes to the later steps", flush=True)
                 return rows
-            small = shrunk(config, clients=clients, samples=plan.memory_samples)
+            small = shrunk(config, clients=clients, samples=plan.memory_samples, model=plan.model)
             gc.collect()  # the last run's models, before the peak is reset
             if on_gpu:
                 torch.cuda.empty_cache()

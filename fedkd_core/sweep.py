@@ -389,6 +389,11 @@ def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None
                 process.join()
 
 
+# How often the sweep looks whether its workers have stopped while none reports: it waits up to two
+# of these after the last one exits (a second of 1.0 s polls was ~2 s of every sweep's end).
+FOLLOW_POLL_SECONDS = 0.2
+
+
 def _follow(processes, queue, chapter: str, workers: int, total: int) -> int:
     """Show the workers' reports (``(pid, kind, text)`` on ``queue``) until all have stopped: each
     finished run as a line, the rounds of those running after the bar. The number of failures, a
@@ -398,7 +403,7 @@ def _follow(processes, queue, chapter: str, workers: int, total: int) -> int:
         while True:
             alive = any(p.is_alive() for p in processes)  # read before draining: no message is missed
             try:
-                pid, kind, text = queue.get(timeout=1.0)
+                pid, kind, text = queue.get(timeout=FOLLOW_POLL_SECONDS)
             except Empty:
                 if alive:
                     continue

@@ -74,12 +74,34 @@ def assert_same_runs(in_process, on_flower):
         assert local["totals"]["bytes_up"] == remote["totals"]["bytes_up"] > 0
 
 
-def test_flower_simulation_with_one_worker_gives_the_in_process_numbers(in_process):
-    from fedkd_core.flower import simulate_on_flower
+def test_one_worker_gives_the_in_process_numbers_and_a_later_fault_keeps_the_finished_records(
+        in_process, tmp_path, monkeypatch):
+    """`python -m fedkd_core.flower A.yaml ... F.yaml` with one Ray worker: each of the round shapes
+    (RAY_SHAPES) gives the in-process numbers, and its record is saved when it ends, so a fault in a
+    later run F (here its round loop raises on the ServerApp) loses none of them. (One simulation:
+    a Ray start and its worker's start-up are most of a test's seconds.)"""
+    from dataclasses import replace
 
-    on_flower = simulate_on_flower(RAY_SHAPES, workers=1)
-    assert len(on_flower) == len(RAY_SHAPES)
-    assert_same_runs(in_process, on_flower)
+    from fedkd_core import flower
+    from fedkd_core.results import load_record
+
+    failing = replace(CONFIGS[0], seed=5)
+    monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
+    real_simulate = flower.simulate
+
+    def failing_last(config, **kwargs):  # the ServerApp runs in this process; its clients on Ray
+        if config == failing:
+            raise RuntimeError("Flower run 5, round 1: client 2 raised: boom")
+        return real_simulate(config, **kwargs)
+
+    monkeypatch.setattr(flower, "simulate", failing_last)
+    paths = [write_config(config, tmp_path / f"{i}.yaml") for i, config in enumerate([*RAY_SHAPES, failing])]
+    with pytest.raises(RuntimeError, match="client 2 raised: boom"):
+        flower.main([*map(str, paths), "--profile", "custom"])
+    records = [load_record(config) for config in RAY_SHAPES]
+    assert all(r is not None and r.environment["engine"] == "flower (ray, 1 workers)" for r in records)
+    assert_same_runs(in_process, [{"history": r.history, "totals": r.timings} for r in records])
+    assert load_record(failing) is None
 
 
 def test_the_command_with_two_workers_writes_the_in_process_records(in_process, tmp_path):
@@ -108,30 +130,6 @@ def test_the_command_with_two_workers_writes_the_in_process_records(in_process, 
                         .read_text())
     assert stored["round"] == 1 and stored["history"] == [] and "training loss became" in stored["error"]
     assert stored["environment"]["engine"] == "flower (ray, 2 workers)" and "DIVERGED in round 1" in done.stdout
-
-
-def test_a_fault_in_a_later_config_keeps_the_record_of_one_that_finished(tmp_path, monkeypatch):
-    """`python -m fedkd_core.flower A.yaml B.yaml`: A's record is saved when A ends, so a fault in
-    B (here its round loop raises) does not lose it."""
-    from dataclasses import replace
-
-    from fedkd_core import flower
-    from fedkd_core.results import load_record
-
-    first, second = CONFIGS[0], replace(CONFIGS[0], seed=5)
-    monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
-    real_simulate = flower.simulate
-
-    def failing_second(config, **kwargs):  # the ServerApp runs in this process; its clients on Ray
-        if config == second:
-            raise RuntimeError("Flower run 1, round 1: client 2 raised: boom")
-        return real_simulate(config, **kwargs)
-
-    monkeypatch.setattr(flower, "simulate", failing_second)
-    paths = [write_config(config, tmp_path / f"{i}.yaml") for i, config in enumerate([first, second])]
-    with pytest.raises(RuntimeError, match="client 2 raised: boom"):
-        flower.main([*map(str, paths), "--profile", "custom"])
-    assert load_record(first) is not None and load_record(second) is None
 
 
 def test_configs_of_one_simulation_must_have_the_same_number_of_clients():

@@ -67,6 +67,10 @@ def setting_kernel():
     client = BlockingKernelClient()  # its own sockets, outside papermill's event loop
     client.load_connection_info(manager.get_connection_info())
     client.start_channels()
+    # Until the kernel answers, its first messages on the output channel can be published before our
+    # subscription is in place and are lost: the first %reset then waited 60 s for output that had
+    # gone and failed (a fresh clone's CI run, the kernel slow to start beside the other worker).
+    client.wait_for_ready(timeout=120)
 
     def execute(parameters, output):
         reply = client.execute_interactive("%reset -f", timeout=60)
