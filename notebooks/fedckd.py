@@ -183,7 +183,9 @@ tables.show(hyperparameters, settings=["paper", *chapter.settings_columns(params
 # global model's accuracy on the global test set, not the global model's accuracy on each client's
 # local test set, so the comparison cannot be read from them: this page measures it on a short
 # FedCKD run of its own profile (`forgetting_rounds` rounds, seed 0) in the first setting of the
-# grid. For every selected client and round: the accuracy on its local test set of its own model
+# grid. The trace is stored under `results/traces/forgetting/` (keyed by the run's configuration and
+# rounds, with the machine and date it ran on) and read back by later builds, as records are: the
+# quick profile's is committed; other parameters compute their own once. For every selected client and round: the accuracy on its local test set of its own model
 # just after local training (*before* it receives the global model) and of the global model it
 # receives next (*after*). Bars are means over clients, whiskers span the middle half of the
 # clients; the table counts, per round, the client-rounds where the global model scores lower
@@ -192,8 +194,9 @@ tables.show(hyperparameters, settings=["paper", *chapter.settings_columns(params
 # %% tags=["hide-input"]
 first = chapter.main_grid(params)[0]
 if params.forgetting_rounds:
-    forgetting = chapter.forgetting_trace(replace(first, algorithm="fedckd", algorithm_params={}),
-                                          params.forgetting_rounds)
+    trace = chapter.stored_forgetting_trace(replace(first, algorithm="fedckd", algorithm_params={}),
+                                            params.forgetting_rounds)
+    forgetting = trace.frame
     long = forgetting.melt(id_vars=["round", "client"], value_vars=["before", "after"],
                            var_name="model", value_name="accuracy")
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
@@ -203,12 +206,12 @@ if params.forgetting_rounds:
            title=f"{first.data.dataset}, {chapter.SETTING_OF_PARTITION[first.data.partition]}, n = {first.data.num_clients}")
     fig.tight_layout()
     plots.caption(fig, "Accuracy on each selected client's local test set, per round of this page's own short FedCKD "
-                       f"run (profile {params.profile}, seed {first.seed}, not a committed record): *before* is the "
+                       f"run (profile {params.profile}, seed {first.seed}, {chapter.trace_provenance(trace)}): *before* is the "
                        "client's own model just after local training, *after* the global model it receives next. "
                        "Bars: mean over the clients; whiskers: their middle half (25th to 75th percentile). An "
                        "*after* bar below its *before* bar is forgetting.")
     tables.show(chapter.forgetting_by_round(forgetting), digits=1)
-    display(Markdown(chapter.forgetting_text(forgetting, params.profile)))
+    display(Markdown(chapter.forgetting_text(forgetting, params.profile, provenance=chapter.trace_provenance(trace))))
 
 # %% [markdown]
 # ## Runs

@@ -380,6 +380,32 @@ def test_forgetting_is_told_with_the_client_rounds_on_both_sides_and_as_a_demons
     assert by_round["own model (%)"].tolist() == pytest.approx([220 / 3, 220 / 3])
 
 
+def test_a_forgetting_trace_is_stored_once_and_read_back_with_where_it_ran(tmp_path, monkeypatch):
+    from fedkd_core.experiment import ExperimentConfig
+    from fedkd_core.federation import DataConfig
+    from fedkd_core.training import TrainConfig
+
+    config = ExperimentConfig(algorithm="fedckd", data=DataConfig("mnist", num_clients=3, samples_per_client=20,
+                                                                    local_test_size=20),
+                              model="knfu_m1", rounds=1, train=TrainConfig(batch_size=10, mixed_precision=False))
+    computed = chapter.stored_forgetting_trace(config, rounds=1, root=tmp_path)
+    assert not computed.read_back and computed.path.exists() and computed.path.parent == tmp_path / "traces" / "forgetting"
+    assert computed.frame["client"].tolist() == [0, 1, 2] and computed.environment["precision"] == "fp32"
+    assert "by this build" in chapter.trace_provenance(computed) and "read back" not in chapter.trace_provenance(computed)
+
+    def must_not_run(*args):
+        raise AssertionError("a stored trace was computed again")
+
+    monkeypatch.setattr("fedkd_core.chapters.fedckd.analysis.forgetting_trace", must_not_run)
+    read = chapter.stored_forgetting_trace(config, rounds=1, root=tmp_path)
+    assert read.read_back and read.frame.equals(computed.frame) and read.measured == computed.measured
+    assert "read back by this build" in chapter.trace_provenance(read)
+    text = chapter.forgetting_text(read.frame, "quick", provenance=chapter.trace_provenance(read))
+    assert "not a record the verdicts read; computed on " in text
+    with pytest.raises(AssertionError, match="computed again"):  # another number of rounds is another trace
+        chapter.stored_forgetting_trace(config, rounds=2, root=tmp_path)
+
+
 def test_the_verdicts_rest_on_the_paper_scale_column_only_once_all_its_runs_are_committed(tmp_path, monkeypatch):
     from fedkd_core.chapters.fedckd import claims
 

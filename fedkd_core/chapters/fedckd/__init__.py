@@ -20,7 +20,8 @@ the sweep, the ledger, the robustness grids and ``compare`` use (``fedkd_core.co
 - ``robustness``: the readings of what the paper leaves open that the robustness grid varies.
 """
 
-from .analysis import forgetting_by_round, forgetting_text, forgetting_trace, kl_sharpness, logit_sharpness
+from .analysis import (forgetting_by_round, forgetting_text, forgetting_trace, kl_sharpness, logit_sharpness,
+                       stored_forgetting_trace, trace_provenance)
 from .clipped import CLIPPED, clipped_caveat, clipped_cell, clipped_table, clipped_text
 from .divergence import determinism_check_text, determinism_checks, plot_trace, trace_caption, trace_text, traces_finding_text
 from .divergence import traces as divergence_traces
@@ -51,7 +52,7 @@ __all__ = [
     "Params", "READ_SEEDS", "VerdictBasis", "REDUCED_PROFILE", "ROBUSTNESS", "ROBUSTNESS_BASE", "SCALE_FIELDS", "SETTINGS",
     "SETTING_OF_PARTITION", "Scenario", "algorithm_params", "annealing_gains", "annealing_grid", "annealing_seed_gains", "annealing_table",
     "cell_of", "claim_effects", "compare_accuracy", "data_config", "effects_of", "experiments", "experiments_to_run",
-    "best_round_table", "fairness_table", "fig5_differences", "fig5_scale_text", "forgetting_by_round", "forgetting_text", "forgetting_trace", "grids",
+    "best_round_table", "fairness_table", "fig5_differences", "fig5_scale_text", "forgetting_by_round", "forgetting_text", "forgetting_trace", "stored_forgetting_trace", "trace_provenance", "grids",
     "hyperparameter_table", "images_text", "kl_sharpness", "ledger_rows", "logit_sharpness",
     "main_grid", "method_differences", "observations", "offline_copy", "paper_accuracy_table", "paper_accuracy_tables",
     "CLIPPED", "clipped_caveat", "read_at_scale", "clipped_cell", "clipped_table", "clipped_text", "traces_finding_text",

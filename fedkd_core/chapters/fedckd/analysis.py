@@ -3,6 +3,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import torch
@@ -14,6 +22,8 @@ from ...algorithms.fedckd import KL_DIRECTIONS
 from ...distill import tempered_softmax
 from ...experiment import ExperimentConfig, clients_finish, clients_update, default_device, select_clients, server_update
 from ...federation import build_federated_data
+from ...precision import use_bf16
+from ...results import config_hash, environment, results_dir
 from ...tables import signed
 from ...training import accuracy
 
@@ -48,6 +58,50 @@ def forgetting_trace(config: ExperimentConfig, rounds: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@dataclass(frozen=True)
+class StoredTrace:
+    """A :func:`forgetting_trace` as stored under ``results/traces/forgetting/``: its rows, where
+    and when it was computed, and whether this call read it back or computed it."""
+
+    frame: pd.DataFrame
+    environment: dict
+    measured: str
+    seconds: float
+    path: Path
+    read_back: bool
+
+
+def trace_path(config: ExperimentConfig, rounds: int, root=None) -> Path:
+    """``results/traces/forgetting/<config key>-<rounds>rounds.json``: the key is the run's record
+    key, so the precision and device it ran with are not part of it (as for records)."""
+    return results_dir(root) / "traces" / "forgetting" / f"{config_hash(config)}-{rounds}rounds.json"
+
+
+def stored_forgetting_trace(config: ExperimentConfig, rounds: int, root=None) -> StoredTrace:
+    """:func:`forgetting_trace` of ``config`` over ``rounds`` rounds, read back from
+    :func:`trace_path` when a trace is stored there, computed and stored otherwise (a build then
+    reads it instead of running it again, as it reads records; delete the file to compute it anew)."""
+    path = trace_path(config, rounds, root)
+    if path.exists():
+        stored = json.loads(path.read_text())
+        return StoredTrace(pd.DataFrame(stored["rows"]), stored["environment"], stored["measured"], stored["seconds"],
+                           path, read_back=True)
+    began = time.perf_counter()
+    frame = forgetting_trace(config, rounds)
+    device = default_device()
+    stored = {"config": config.resolved(), "rounds": rounds,
+              "environment": environment(device, use_bf16(config.train.mixed_precision, device)),
+              "measured": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+              "seconds": round(time.perf_counter() - began, 1),
+              "rows": [{"round": int(row.round), "client": int(row.client), "before": float(row.before),
+                        "after": float(row.after)} for row in frame.itertuples()]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
+        handle.write(json.dumps(stored, indent=1) + "\n")
+    os.replace(handle.name, path)  # atomic: a page reading at the same time sees all of it or none
+    return StoredTrace(frame, stored["environment"], stored["measured"], stored["seconds"], path, read_back=False)
+
+
 def forgetting_by_round(forgetting: pd.DataFrame) -> pd.DataFrame:
     """Per round of a :func:`forgetting_trace` (its index, named "round"): the client-rounds, the
     mean accuracy (%) of the clients' own models ("before") and of the global model they receive
@@ -62,12 +116,13 @@ def forgetting_by_round(forgetting: pd.DataFrame) -> pd.DataFrame:
                  "lower": "global lower", "higher": "global higher", "same": "same"})
 
 
-def forgetting_text(forgetting: pd.DataFrame, profile: str, classes: int = 10) -> str:
+def forgetting_text(forgetting: pd.DataFrame, profile: str, classes: int = 10, provenance: str = "") -> str:
     """What a :func:`forgetting_trace` shows, in numbers: the mean and median of (global model −
     the client's own model) on the client's test set, the client-rounds on each side, a warning
     where the global model is still below twice chance level (100 / ``classes`` %, an untrained model
     rather than forgetting), then what the run is: a demonstration of the measurement (one seed,
-    the page's profile, run outside the records), not evidence on the paper's Fig. 1b."""
+    the page's profile, not a record the verdicts read; ``provenance``, e.g. :func:`trace_provenance`,
+    says where and when it ran), not evidence on the paper's Fig. 1b."""
     gap = (forgetting.after - forgetting.before) * 100
     rounds, received = forgetting["round"].nunique(), forgetting.after.mean() * 100
     untrained = (f" The global model is at {received:.1f}% on average on the clients' test sets (chance "
@@ -77,8 +132,18 @@ def forgetting_text(forgetting: pd.DataFrame, profile: str, classes: int = 10) -
             f"own model, on the client's test set: {signed(gap.mean())} points on average, median {signed(gap.median())}; "
             f"the global model is lower in {int((gap < 0).sum())}, higher in {int((gap > 0).sum())} and the same in "
             f"{int((gap == 0).sum())} of them.{untrained} This is a short demonstration run of this page's "
-            f"**{profile}** profile ({rounds} round{'s' if rounds != 1 else ''}, one seed, not a committed record): "
-            "it shows the measurement, not evidence for or against the paper's Fig. 1b.")
+            f"**{profile}** profile ({rounds} round{'s' if rounds != 1 else ''}, one seed, not a record the verdicts "
+            f"read{'; ' + provenance if provenance else ''}): it shows the measurement, not evidence for or against "
+            "the paper's Fig. 1b.")
+
+
+def trace_provenance(trace: StoredTrace) -> str:
+    """Where the trace ran and whether this build read it back: "computed on <device>, <precision>,
+    <date>, in N s, stored in results/traces/forgetting/<file> and read back by this build"."""
+    env = trace.environment
+    where = f"computed on {env.get('device_name', env.get('device', '?'))} in {env.get('precision', '?')} on {trace.measured}"
+    kept = f"stored as `{trace.path.parent.parent.name}/{trace.path.parent.name}/{trace.path.name}`"
+    return f"{where} in {trace.seconds:.0f} s, {kept}{' and read back by this build' if trace.read_back else ' by this build'}"
 
 
 # --- why the literal KL can diverge ----------------------------------------------------------------
