@@ -72,12 +72,14 @@ grids: data
 		|| { echo "error: the $(PROFILE) experiment grids failed (see the lines above)"; exit 1; }; \
 	echo "== experiment grids done in $$(( $$(date +%s) - start )) s"
 
-# The landing page's glance, the Performance and cluster pages' tables (the glance reads the ledger).
+# The landing page's glance, the Performance and cluster pages' tables (the glance reads the ledger),
+# in one process (each module's main, as `python -m fedkd_core.glance OUT.md` runs it): three
+# processes each paid the package's import.
+GENERATED := glance performance costs
 generated: ledger-cache
 	@start=$$(date +%s); \
-	$(BIN)/python -m fedkd_core.glance book/_generated/glance.md && \
-	$(BIN)/python -m fedkd_core.performance book/_generated/performance.md && \
-	$(BIN)/python -m fedkd_core.costs book/_generated/costs.md && \
+	$(BIN)/python -c "import importlib; [importlib.import_module(f'fedkd_core.{name}').main([f'book/_generated/{name}.md']) \
+		for name in '$(GENERATED)'.split()]" && \
 	echo "== generated pages done in $$(( $$(date +%s) - start )) s"
 
 # What the verdict pages compute from the committed records (every chapter's verdicts, the
