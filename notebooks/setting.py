@@ -124,7 +124,8 @@ print(pd.DataFrame.from_dict({name: setting.skew_summary(labels, parts) for name
 configs = setting.experiments(params)
 records = run_grid(configs, profile=params.profile)
 finals = report.final_metrics(records)
-print(f"{len(records)} runs, profile '{params.profile}', "
+print(f"{len(records)} runs of this page's profile '{params.profile}', their records of profile "
+      f"{', '.join(sorted({record.profile for record in records}))}, "
       f"{sum(r.timings['total_seconds'] for r in records):.0f} s of compute in their records")
 
 # %% [markdown]
