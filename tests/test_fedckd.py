@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -391,7 +392,9 @@ def test_a_forgetting_trace_is_stored_once_and_read_back_with_where_it_ran(tmp_p
     computed = chapter.stored_forgetting_trace(config, rounds=1, root=tmp_path)
     assert not computed.read_back and computed.path.exists() and computed.path.parent == tmp_path / "traces" / "forgetting"
     assert computed.frame["client"].tolist() == [0, 1, 2] and computed.environment["precision"] == "fp32"
-    assert "by this build" in chapter.trace_provenance(computed) and "read back" not in chapter.trace_provenance(computed)
+    told = chapter.trace_provenance(computed)
+    assert "by this build" in told and "read back" not in told and "/" not in told  # no path in a page's text
+    assert not re.search(r"family \d+ model \d+", told)  # the machine's plain name, as every page but Performance
 
     def must_not_run(*args):
         raise AssertionError("a stored trace was computed again")

@@ -19,6 +19,7 @@ from torch.nn import functional as F
 
 from ...algorithms import Context, algorithm_class, algorithm_config
 from ...algorithms.fedckd import KL_DIRECTIONS
+from ...cpuinfo import machine_text
 from ...distill import tempered_softmax
 from ...experiment import ExperimentConfig, clients_finish, clients_update, default_device, select_clients, server_update
 from ...federation import build_federated_data
@@ -138,12 +139,13 @@ def forgetting_text(forgetting: pd.DataFrame, profile: str, classes: int = 10, p
 
 
 def trace_provenance(trace: StoredTrace) -> str:
-    """Where the trace ran and whether this build read it back: "computed on <device>, <precision>,
-    <date>, in N s, stored in results/traces/forgetting/<file> and read back by this build"."""
+    """Where the trace ran and whether this build read it back, as a reader needs it (the machine's
+    plain name, :func:`~fedkd_core.cpuinfo.machine_text`; no file path): "computed on Intel Xeon
+    (Emerald Rapids) in bf16 on 2026-11-29 in 30 s, stored with the results and read back by this build"."""
     env = trace.environment
-    where = f"computed on {env.get('device_name', env.get('device', '?'))} in {env.get('precision', '?')} on {trace.measured}"
-    kept = f"stored as `{trace.path.parent.parent.name}/{trace.path.parent.name}/{trace.path.name}`"
-    return f"{where} in {trace.seconds:.0f} s, {kept}{' and read back by this build' if trace.read_back else ' by this build'}"
+    where = f"computed on {machine_text(env.get('device_name'))} in {env.get('precision', '?')} on {trace.measured}"
+    kept = "stored with the results and read back by this build" if trace.read_back else "stored with the results by this build"
+    return f"{where} in {trace.seconds:.0f} s, {kept}"
 
 
 # --- why the literal KL can diverge ----------------------------------------------------------------
