@@ -155,8 +155,8 @@ class ClaimsChapter(ChapterProtocol, Protocol):
     def effects_of(self, frame: Any, value: str = "final") -> Any:
         """Per cell and seed, one column per claim: its effect on ``value``, positive where it
         holds; a claim whose methods are missing from ``frame`` is left out. A seed's effects read
-        only that seed's rows (the paper's side moves every printed mean at once, each copy of the
-        table as its own seed: ``verdict_paper._each_mean_moved``)."""
+        only that seed's rows (a verdict's perturbations go in as copies of the table under their
+        own seeds: ``verdict_gate.effects_of_each``)."""
 
     def claim_effects(self, records: list) -> Any:
         """``effects_of(observations(records), "final")``."""

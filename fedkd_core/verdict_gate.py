@@ -161,9 +161,12 @@ def claim_methods(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], obser
     full = effects_of(observations, value)
     claims = claims_in(full, cell_keys)
     methods: dict[str, set] = {claim: set() for claim in claims}
-    for name in observations[method].unique():
-        for moved in _moved_effects(effects_of, observations, method, name, value):
-            changed = _changed_rows(full, moved, keys, claims)
+    names = list(observations[method].unique())
+    moved = effects_of_each(effects_of, observations, value,
+                            [shifted for name in names for shifted in _moved_values(observations, method, name, value)])
+    for index, name in enumerate(names):
+        for effects in moved[2 * index:2 * index + 2]:
+            changed = _changed_rows(full, effects, keys, claims)
             for claim in claims:
                 if claim not in changed or len(changed[claim]):  # an effect that disappears is a change
                     methods[claim].add(name)
@@ -175,13 +178,36 @@ def _far(values: pd.Series) -> float:
     return float(values.max() - values.min()) + 1.0
 
 
-def _moved_effects(effects_of, observations: pd.DataFrame, method: str, name, value: str) -> list[pd.DataFrame]:
-    """The effects with method ``name``'s ``value`` moved above every value, then below every value."""
+def _moved_values(observations: pd.DataFrame, method: str, name, value: str) -> list[pd.Series]:
+    """``value`` with method ``name``'s values moved above every value, then below every value."""
     values = observations[value].astype(float)
     far = _far(values)
     own = (observations[method] == name).to_numpy()
-    return [effects_of(observations.assign(**{value: values.where(~own, values + shift)}), value)
-            for shift in (far, -far)]
+    return [values.where(~own, values + shift) for shift in (far, -far)]
+
+
+# Copies of a table are told apart by their seeds: copy i's seed s is filed as i * SEED_SPAN + s.
+SEED_SPAN = 1_000_000
+
+
+def effects_of_each(effects_of, frame: pd.DataFrame, value: str, columns: Sequence) -> list[pd.DataFrame]:
+    """``effects_of(frame.assign(value=column), value)`` for each of ``columns``, from one call: the
+    copies of ``frame`` go in together, copy i's seeds filed as i * :data:`SEED_SPAN` + seed, and
+    each copy's effects come back under its own seeds. A chapter's effects read each seed's rows
+    alone (:meth:`fedkd_core.contracts.ClaimsChapter.effects_of`), so each copy's effects are those
+    of its own call; a verdict's perturbations (every method or cell moved, every printed mean
+    nudged) cost one pivot of the chapter's table instead of one per perturbation. Seeds outside
+    [0, SEED_SPAN) are computed one call at a time."""
+    seeds = frame["seed"].to_numpy()
+    if not len(columns) or not np.issubdtype(seeds.dtype, np.integer) or seeds.min(initial=0) < 0 \
+            or seeds.max(initial=0) >= SEED_SPAN:
+        return [effects_of(frame.assign(**{value: column}), value) for column in columns]
+    copies = pd.concat([frame.assign(**{value: np.asarray(column), "seed": seeds + i * SEED_SPAN})
+                        for i, column in enumerate(columns)], ignore_index=True)
+    effects = effects_of(copies, value)
+    which = effects["seed"].to_numpy() // SEED_SPAN
+    return [effects[which == i].assign(seed=lambda f: f["seed"] % SEED_SPAN).reset_index(drop=True)
+            for i in range(len(columns))]
 
 
 def _changed_rows(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], claims: Sequence[str]) -> dict[str, pd.DataFrame]:
@@ -241,10 +267,11 @@ def _claims_cell_sources(effects_of, observations: pd.DataFrame, cell_keys: Sequ
     values = observations[value].astype(float)
     far = _far(values)
     sources: dict[str, dict[tuple, set]] = {claim: {} for claim in claims}
-    for source, runs in observations.groupby(keys, sort=False) if claims else ():
+    groups = list(observations.groupby(keys, sort=False)) if claims else []
+    every_moved = effects_of_each(effects_of, observations, value,
+                                  [values.where(~observations.index.isin(runs.index), values + far) for _, runs in groups])
+    for (source, runs), moved in zip(groups, every_moved):
         source = source if isinstance(source, tuple) else (source,)
-        moved = effects_of(observations.assign(**{value: values.where(~observations.index.isin(runs.index), values + far)}),
-                           value)
         for claim, changed in _changed_rows(full, moved, keys + ["seed"], claims).items():
             for target in changed[keys].drop_duplicates().itertuples(index=False, name=None):
                 if tuple(target) != source:

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .verdict_cells import Interval, corrected_outcomes, interval_of, t_p_value
-from .verdict_gate import claims_in
+from .verdict_gate import claims_in, effects_of_each
 from .verdict_pooling import pool
 from .verdict_words import DOES_NOT_HOLD, HOLDS, MIXED, POINTS, REVERSED, claim_word, scope_text
 
@@ -106,7 +106,9 @@ def _slopes(rows: pd.DataFrame, values: np.ndarray, effects_of, every: pd.DataFr
     claims = claims_in(every, keys)
     base = every.set_index(keys)
     slopes = {claim: {} for claim in claims}
-    for i, effects in enumerate(_each_mean_moved(rows, values, effects_of)):
+    nudged = np.tile(values, (len(values), 1))
+    nudged[np.arange(len(values)), np.arange(len(values))] += STEP  # row i: printed mean i moved
+    for i, effects in enumerate(effects_of_each(effects_of, rows, "value", list(nudged))):
         gradient = (effects.set_index(keys).reindex(base.index) - base) / STEP
         for claim in claims:
             g = gradient[claim].fillna(0.0) if claim in gradient else pd.Series(0.0, index=base.index)
@@ -115,20 +117,6 @@ def _slopes(rows: pd.DataFrame, values: np.ndarray, effects_of, every: pd.DataFr
                     slopes[claim].setdefault(cell if isinstance(cell, tuple) else (cell,), []).append((i, slope))
     known[key] = slopes
     return slopes
-
-
-def _each_mean_moved(rows: pd.DataFrame, values: np.ndarray, effects_of) -> list[pd.DataFrame]:
-    """``effects_of`` of the table with its i-th printed mean moved by :data:`STEP`, for every i, from
-    one call: copy i of the table is filed as seed i (a chapter's effects are computed per cell and
-    seed, never across seeds), and each copy's effects come back with the table's own seed. One call
-    instead of one per printed mean (a hundred and more pivots per table)."""
-    count = len(values)
-    moved = np.tile(values, (count, 1))
-    moved[np.arange(count), np.arange(count)] += STEP
-    copies = pd.concat([rows.assign(value=moved[i], seed=i) for i in range(count)], ignore_index=True)
-    effects = effects_of(copies, "value")
-    seed = rows["seed"].iloc[0]
-    return [effects[effects["seed"] == i].assign(seed=seed).reset_index(drop=True) for i in range(count)]
 
 
 def _weakly_referable(function) -> bool:

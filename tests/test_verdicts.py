@@ -370,3 +370,26 @@ def test_a_decided_effect_is_small_only_where_its_whole_interval_lies_within_a_p
     assert not V.under_a_point(V.Interval(0.9, 0.5, 1.2), V.HOLDS)  # the interval reaches past a point
     assert not V.under_a_point(V.Interval(0.06, -0.06, 0.18), V.INCONCLUSIVE)  # not decided: its own note
     assert not V.under_a_point(V.Interval(0.3, float("nan"), float("nan")), V.HOLDS)  # no interval
+
+
+def test_effects_of_many_moved_tables_from_one_call_equal_one_call_each():
+    """verdict_gate.effects_of_each: each column's effects, as effects_of gives them for that column
+    alone, with the table's own seeds; where seeds cannot be filed by copy (negative), one call each."""
+    from fedkd_core.verdict_gate import effects_of_each
+
+    def effects_of(frame, value):  # A - B and A / B per cell and seed, as a chapter's effects
+        wide = frame.pivot_table(index=["cell", "seed"], columns="method", values=value)
+        return pd.DataFrame({"A > B": wide.A - wide.B, "A / B": wide.A / wide.B}, index=wide.index).reset_index()
+
+    frame = pd.DataFrame({"cell": ["x", "x", "y", "y"] * 2, "method": ["A", "B"] * 4, "seed": [0] * 4 + [3] * 4,
+                          "final": [0.5, 0.4, 0.7, 0.2, 0.6, 0.1, 0.3, 0.3]})
+    rng = np.random.default_rng(0)
+    columns = [frame.final + rng.normal(0, 0.1, len(frame)) for _ in range(5)]
+    for table in (frame, frame.assign(seed=frame.seed - 1)):  # seeds 0 and 3; then -1 and 2: one call each
+        calls = []
+        counted = lambda f, v: calls.append(1) or effects_of(f, v)  # noqa: E731
+        together = effects_of_each(counted, table, "final", columns)
+        alone = [effects_of(table.assign(final=column), "final") for column in columns]
+        assert len(calls) == (1 if table.seed.min() >= 0 else 5)
+        for mine, theirs in zip(together, alone, strict=True):
+            pd.testing.assert_frame_equal(mine, theirs)
