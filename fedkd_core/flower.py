@@ -53,7 +53,6 @@ try:
     from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
     from flwr.clientapp import ClientApp
     from flwr.serverapp import Grid, ServerApp
-    from flwr.simulation import run_simulation
 except ImportError as error:  # pragma: no cover - the message is the point
     raise ImportError("fedkd_core.flower needs Flower: pip install -e '.[flower]'") from error
 
@@ -353,6 +352,9 @@ def timed_runs_on_ray(configs: list[ExperimentConfig], workers: int, timeout: fl
     """:func:`simulate_on_flower`'s runs as (outcome or RunDiverged, seconds) pairs; ``on_finish``
     as in :func:`server_app`."""
     import ray
+    # Here, not at the top: the simulation engine is a second of imports that a ClientApp process of
+    # the deployment engine (one per message) and each Ray worker never use.
+    from flwr.simulation import run_simulation
 
     sizes = {config.data.num_clients for config in configs}
     if len(sizes) != 1:
