@@ -220,11 +220,17 @@ def write_record(record, path: Path) -> Path:
 
 
 def _write_atomically(record, path: Path) -> Path:
+    return write_json_atomically(record.__dict__, path)
+
+
+def write_json_atomically(data: dict, path: Path) -> Path:
+    """``data`` as JSON at ``path``: a temporary file in the same folder, then a rename, so a reader
+    sees all of it or none; readable by everyone, and no temporary file left behind on failure."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False)
     try:
         with handle:
-            json.dump(record.__dict__, handle, indent=1)
+            json.dump(data, handle, indent=1)
         os.chmod(handle.name, 0o644)  # NamedTemporaryFile creates 0600; records are for everyone
         os.replace(handle.name, path)
     except BaseException:

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,7 +22,7 @@ from ...distill import tempered_softmax
 from ...experiment import ExperimentConfig, clients_finish, clients_update, default_device, select_clients, server_update
 from ...federation import build_federated_data
 from ...precision import use_bf16
-from ...results import config_hash, environment, results_dir
+from ...results import config_hash, environment, results_dir, write_json_atomically
 from ...tables import signed
 from ...training import accuracy
 
@@ -96,10 +94,7 @@ def stored_forgetting_trace(config: ExperimentConfig, rounds: int, root=None) ->
               "seconds": round(time.perf_counter() - began, 1),
               "rows": [{"round": int(row.round), "client": int(row.client), "before": float(row.before),
                         "after": float(row.after)} for row in frame.itertuples()]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
-        handle.write(json.dumps(stored, indent=1) + "\n")
-    os.replace(handle.name, path)  # atomic: a page reading at the same time sees all of it or none
+    write_json_atomically(stored, path)  # a page reading at the same time sees all of it or none
     return StoredTrace(frame, stored["environment"], stored["measured"], stored["seconds"], path, read_back=False)
 
 
