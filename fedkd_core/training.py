@@ -119,12 +119,13 @@ def iterate_batches(
     """Batches over ``indices`` of ``split``; shuffled when a ``generator`` is given; without
     the last, incomplete one when ``drop_last``.
 
-    Everything happens on ``device``: the dataset is resident there (normalised once), the
+    Everything happens on ``device``: the dataset is resident there (each row normalised once), the
     epoch's order (and augmentation draws) are moved there once, and each batch is a gather.
     """
     resident = dataset.on(device)
     data = resident.split(split)
     index = torch.as_tensor(np.asarray(indices), dtype=torch.long)
+    data.fill(index)
     order = torch.randperm(len(index), generator=generator) if generator is not None else torch.arange(len(index))
     transform = AUGMENTATIONS[augment]
     draws = transform.draw(len(index), generator).to(device) if transform is not None else None
