@@ -21,7 +21,6 @@ SLOW = {
     "tests/test_book_browser.py": "builds the book from every chapter, opens it in Chromium (both checks of it)",
     "tests/test_flower.py::test_one_worker_gives_the_in_process_numbers": "Ray",
     "tests/test_flower.py::test_the_command_with_two_workers": "Ray, a child process",
-    "tests/test_flower.py::test_a_real_simulation_whose_clients_miss_the_timeout": "Ray",
     "tests/test_flower.py::test_ray_that_cannot_start": "Ray",
     "tests/test_flower.py::test_the_deployment_command_sequence": "SuperLink, SuperNodes, flwr run",
     "tests/test_ray_sweep.py": "Ray",

@@ -74,12 +74,13 @@ def assert_same_runs(in_process, on_flower):
         assert local["totals"]["bytes_up"] == remote["totals"]["bytes_up"] > 0
 
 
-def test_one_worker_gives_the_in_process_numbers_and_a_later_fault_keeps_the_finished_records(
+def test_one_worker_gives_the_in_process_numbers_and_a_later_timeout_stops_the_run_keeping_the_finished_records(
         in_process, tmp_path, monkeypatch):
     """`python -m fedkd_core.flower A.yaml ... F.yaml` with one Ray worker: each of the round shapes
     (RAY_SHAPES) gives the in-process numbers, and its record is saved when it ends, so a fault in a
-    later run F (here its round loop raises on the ServerApp) loses none of them. (One simulation:
-    a Ray start and its worker's start-up are most of a test's seconds.)"""
+    later run F loses none of them. The fault is a real one: F's clients must answer within 0.001 s,
+    which they cannot, and the command stops with an error that says so. (One simulation for both
+    properties: Ray's start, its worker's start-up and its shutdown are most of a test's seconds.)"""
     from dataclasses import replace
 
     from fedkd_core import flower
@@ -87,16 +88,14 @@ def test_one_worker_gives_the_in_process_numbers_and_a_later_fault_keeps_the_fin
 
     failing = replace(CONFIGS[0], seed=5)
     monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
-    real_simulate = flower.simulate
+    real_clients = flower.FlowerClients
 
-    def failing_last(config, **kwargs):  # the ServerApp runs in this process; its clients on Ray
-        if config == failing:
-            raise RuntimeError("Flower run 5, round 1: client 2 raised: boom")
-        return real_simulate(config, **kwargs)
+    def no_time_for_the_failing_run(grid, config, run=0, timeout=None, **kwargs):  # the ServerApp runs here
+        return real_clients(grid, config, run, 0.001 if config == failing else timeout, **kwargs)
 
-    monkeypatch.setattr(flower, "simulate", failing_last)
+    monkeypatch.setattr(flower, "FlowerClients", no_time_for_the_failing_run)
     paths = [write_config(config, tmp_path / f"{i}.yaml") for i, config in enumerate([*RAY_SHAPES, failing])]
-    with pytest.raises(RuntimeError, match="client 2 raised: boom"):
+    with pytest.raises(RuntimeError, match=rf"Flower run {len(RAY_SHAPES)}, round 0: .* did not answer within 0.001 s"):
         flower.main([*map(str, paths), "--profile", "custom"])
     records = [load_record(config) for config in RAY_SHAPES]
     assert all(r is not None and r.environment["engine"] == "flower (ray, 1 workers)" for r in records)
@@ -231,13 +230,6 @@ def test_nodes_must_hold_the_partition_ids_of_the_run(in_a_flower_run):
 
     with pytest.raises(RuntimeError, match="partition-id"):
         FlowerClients(ScriptedGrid({15 + k: "ok" for k in range(4)}), CONFIGS[0], timeout=5.0)
-
-
-def test_a_real_simulation_whose_clients_miss_the_timeout_stops_with_a_clear_error():
-    from fedkd_core.flower import simulate_on_flower
-
-    with pytest.raises(RuntimeError, match=r"did not answer within 0.001 s"):
-        simulate_on_flower(CONFIGS[:1], workers=1, timeout=0.001)
 
 
 def test_ray_that_cannot_start_is_reported_with_the_fix():
