@@ -45,17 +45,12 @@ from pathlib import Path
 
 import pytest
 
+from tools import hide_parameter_cells
 from tools import smoke_book as book_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
-
-# No network: every request outside file:// goes to a dead local port, as for a reader offline.
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>", "--virtual-time-budget=20000",
-         "--window-size=1280,900"]
 
 CHECK_SCRIPT = """
 <script>
@@ -89,23 +84,32 @@ window.addEventListener("load", () => setTimeout(() => {
 PAPER_CHAPTERS = ("knfu", "fedckd", "fedua", "fedgmkd")
 
 
-def probe_attribute(page: Path, profile: Path, script: str, flags, suffix: str, attribute: str) -> str:
-    """``page`` with ``script`` before its </body>, opened in Chromium (``flags``): the (escaped) value
-    the script left in the body's ``attribute``."""
-    probe = page.with_name(page.stem + suffix)
-    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
-    result = subprocess.run([CHROMIUM, *flags, f"--user-data-dir={profile}", "--dump-dom", probe.as_uri()],
+def probe_page(page: Path, profile: Path) -> dict[str, dict]:
+    """``page`` with both probes (:data:`CHECK_SCRIPT` and the reader's :data:`PROBE`) before its
+    </body>, opened once in Chromium at 1280 x 800 with no network: {"check": ..., "reader": ...},
+    what each probe left in the body's data attribute. (One load per page for both: Chromium's
+    start is most of a page's seconds, and neither probe depends on the window's height.)"""
+    import html
+
+    probe = page.with_name(page.stem + ".probe.html")
+    probe.write_text(page.read_text().replace("</body>", CHECK_SCRIPT + PROBE + "</body>"))
+    result = subprocess.run([CHROMIUM, *READER_FLAGS, f"--user-data-dir={profile}", "--dump-dom", probe.as_uri()],
                             capture_output=True, text=True, timeout=180)
     probe.unlink()
     assert result.returncode == 0, result.stderr[-2000:]
-    found = re.search(rf'{attribute}="([^"]*)"', result.stdout)
-    assert found, f"the {attribute} probe did not run on {page.name}"
-    return found.group(1)
+    found = {}
+    for name in ("check", "reader"):
+        value = re.search(rf'data-{name}="([^"]*)"', result.stdout)
+        assert value, f"the {name} probe did not run on {page.name}"
+        found[name] = json.loads(html.unescape(value.group(1)))
+    return found
 
 
-def check_page(page: Path, profile: Path) -> dict:
-    found = probe_attribute(page, profile, CHECK_SCRIPT, FLAGS, ".probe.html", "data-check")
-    return json.loads(found.replace("&quot;", '"'))
+@pytest.fixture(scope="module")
+def page_probes(smoke_book) -> dict[str, dict]:
+    """{page name: {"check": ..., "reader": ...}} for every page of the book (:func:`probe_page`)."""
+    profile = Path(tempfile.mkdtemp(prefix="chromium-probes-"))
+    return {page.stem: probe_page(page, profile) for page in pages(smoke_book)}
 
 
 # The chapters that show verdicts read the ledger (make book's LEDGER_CHAPTERS): they start once it
@@ -149,8 +153,7 @@ def build_book(folder: Path) -> Path:
                     ledger.result()  # re-raises the ledger's failure
                 run_step([sys.executable, str(ROOT / "tools" / "ipc_kernels.py"), str(notebook), str(out),
                           str(no_parameters)], f"chapter {notebook.stem}", cwd=ROOT / "notebooks")
-            run_step([sys.executable, str(ROOT / "tools" / "hide_parameter_cells.py"), str(out)],
-                     f"hiding chapter {notebook.stem}'s parameter cell")
+            hide_parameter_cells.hide(str(out))  # as make book's tools/hide_parameter_cells.py, in this process
 
         notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
         to_run = [nb for nb in notebooks if not (executed / nb.name).exists()]
@@ -164,9 +167,10 @@ def build_book(folder: Path) -> Path:
                     step.result()
         print(f"smoke book: {len(notebooks) - len(to_run)} chapters as nbval executed them, "
               f"{len(to_run)} executed here ({', '.join(nb.stem for nb in to_run) or 'none'})")
-        for module, name in (("glance", "glance"), ("performance", "performance"), ("costs", "costs")):
-            run_step([sys.executable, "-m", f"fedkd_core.{module}", str(source / "_generated" / f"{name}.md")],
-                     f"fedkd_core.{module}")
+        # the generated pages in one process (their imports paid once), as make book's `generated`
+        run_step([sys.executable, "-c", "import importlib, sys; [importlib.import_module(f'fedkd_core.{name}')"
+                  ".main([f'{sys.argv[1]}/{name}.md']) for name in ('glance', 'performance', 'costs')]",
+                  str(source / "_generated")], "the generated pages (fedkd_core.glance, performance, costs)")
         build = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", str(source)],
                                capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONWARNINGS": "ignore"})
         assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
@@ -192,10 +196,10 @@ def test_the_book_ships_mathjax(smoke_book):
     assert "_static/mathjax/tex-chtml.js" in (smoke_book / "intro.html").read_text()
 
 
-def test_every_page_typesets_its_math_offline_shows_its_images_and_fits_the_page(smoke_book, tmp_path):
+def test_every_page_typesets_its_math_offline_shows_its_images_and_fits_the_page(smoke_book, page_probes):
     problems = []
     for page in pages(smoke_book):
-        found = check_page(page, tmp_path / "profile")
+        found = page_probes[page.stem]["check"]
         if found["raw"]:
             problems.append(f"{page.name}: {found['raw']} raw TeX delimiters in the rendered text")
         if found["broken"]:
@@ -380,17 +384,10 @@ window.addEventListener("load", () => setTimeout(() => {
 """
 
 
-def read_page(page: Path, profile: Path) -> dict:
-    import html
-
-    return json.loads(html.unescape(probe_attribute(page, profile, PROBE, READER_FLAGS, ".reader.html", "data-reader")))
-
-
 @pytest.fixture(scope="module")
-def reader_pages(smoke_book) -> dict[str, dict]:
+def reader_pages(page_probes) -> dict[str, dict]:
     """{page name: what the reader's probe measured} for every page of the book."""
-    profile = Path(tempfile.mkdtemp(prefix="chromium-reader-"))
-    return {page.stem: read_page(page, profile) for page in pages(smoke_book)}
+    return {name: found["reader"] for name, found in page_probes.items()}
 
 
 FIRST_SCREEN = ("intro", "claims", *PAPER_CHAPTERS)
