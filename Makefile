@@ -126,6 +126,11 @@ notebooks: data
 # with the book built from them (tests/conftest.py: pytest_xdist_make_scheduler);
 # --durations lists the 25 slowest tests, so a CI log shows where its time went. pytest's exit
 # status 5 (no tests collected) fails the target like any other failure, with a line saying so.
+# PYTHONDONTWRITEBYTECODE is emptied (some machines set it): the suite starts many Python processes
+# (kernels, Ray and sweep workers, Flower's ClientApps), and each would compile fedkd_core and
+# pytest would rewrite every test module again, instead of reading what the first one wrote to
+# __pycache__ (git ignores it).
+test test-fast: export PYTHONDONTWRITEBYTECODE =
 test: data
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests notebooks --nbval-lax -p no:cacheprovider --durations=25; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests"; fi; exit $$status
