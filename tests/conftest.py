@@ -19,8 +19,7 @@ SLOW = {
     "tests/test_device.py::test_chapter_helpers_run_on_the_stand_in_device": "chapter loops under the check",
     # processes: Ray, Flower's deployment, sweep workers, kernels, Chromium
     "tests/test_book_browser.py": "builds the book from every chapter, opens it in Chromium (both checks of it)",
-    "tests/test_flower.py::test_one_worker_gives_the_in_process_numbers": "Ray",
-    "tests/test_flower.py::test_the_command_with_two_workers": "Ray, a child process",
+    "tests/test_flower.py::test_the_command_gives_the_in_process_numbers": "Ray",
     "tests/test_flower.py::test_ray_that_cannot_start": "Ray",
     "tests/test_flower.py::test_the_deployment_command_sequence": "SuperLink, SuperNodes, flwr run",
     "tests/test_ray_sweep.py": "Ray",
@@ -33,7 +32,7 @@ SLOW = {
     "tests/test_knfu.py::test_knfu_against_fedmd_as_its_authors_run_it": "the whole ledger",
     "tests/test_knfu.py::test_the_ledger_reads_mnist_tuned_and_cifar": "the whole ledger",
     "tests/test_knfu.py::test_all_four_methods_learn_on_mnist": "four real runs",
-    "tests/test_ledger.py::test_every_chapters_ledger_finds_the_committed_records": "the whole ledger",
+    "tests/test_smoke_book_verdicts.py": "the whole ledger (read from the smoke book's cache in a whole run)",
     "tests/test_glance.py::test_the_landing_page_gives_each_paper_its_own_table": "the whole ledger",
     "tests/test_prediction_memo.py::test_a_run_with_partial_participation": "real runs, twice",
     "tests/test_experiment.py::test_fedavg_reports_global_accuracy_and_local_none": "real runs",
@@ -60,6 +59,7 @@ SLOW = {
 LONG_FIRST = (
     "notebooks/",
     "tests/test_book_browser.py",
+    "tests/test_smoke_book_verdicts.py",
     "tests/test_flower.py",
     "tests/test_conformance_flower.py",
     "tests/test_gpu_session.py",
@@ -70,13 +70,14 @@ LONG_FIRST = (
     "tests/test_sweep.py",
     "tests/test_ray_sweep.py",
 )
-# The chapters (nbval) and the book's browser checks are one unit of work, on one worker, chapters
-# first: the book is built from the chapters as nbval executed them (tools/smoke_book.py), so each
-# chapter runs once per session. Within it the Add-your-method page runs after KnFu, whose smoke
+# The chapters (nbval), the book's browser checks and the check that the book's verdicts find the
+# committed records are one unit of work, on one worker, chapters first: the book is built from the
+# chapters as nbval executed them (tools/smoke_book.py), so each chapter runs once per session, and
+# the verdicts' check reads the ledger rows the chapters cached. Within it the Add-your-method page runs after KnFu, whose smoke
 # runs its comparison reads from the records instead of running them again. (pytest-xdist's own
 # --dist loadgroup cannot do this under pytest 9: it renames a test's nodeid through an attribute
 # pytest 9 no longer reads, so every test became its own unit; measured 2026-11-29.)
-SMOKE_BOOK = ("notebooks/", "tests/test_book_browser.py")
+SMOKE_BOOK = ("notebooks/", "tests/test_book_browser.py", "tests/test_smoke_book_verdicts.py")
 CHAPTER_ORDER = ("setting", "knfu", "fedua", "fedgmkd", "fedckd", "claims", "scaling", "add_your_method")
 
 
