@@ -13,7 +13,8 @@ The round is ``experiment._run_round`` with its client steps sent as Flower mess
 - each ClientApp step (``train.update``, ``train.finish``) loads the client's state from
   ``context.state``, runs ``experiment.client_step`` on a per-process replica of the algorithm
   (built from the run's config, which travels in every message, so one module-level ``clientapp``
-  serves any run, in simulation and on real nodes), and keeps the new state in ``context.state``;
+  serves any run, in simulation and on real nodes), and keeps the new state in ``context.state``
+  (``fedkd_core.flower_clientapp``, which imports torch only for these steps);
 - for evaluation the server asks every client for its state (``query.state``) and scores each
   client's model exactly as in-process.
 
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
 import os
 import shutil
@@ -50,108 +50,26 @@ import torch
 import yaml
 
 try:
-    from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
-    from flwr.clientapp import ClientApp
+    from flwr.app import Context, Message, RecordDict
     from flwr.serverapp import Grid, ServerApp
 except ImportError as error:  # pragma: no cover - the message is the point
     raise ImportError("fedkd_core.flower needs Flower: pip install -e '.[flower]'") from error
 
-from .algorithms import Context as AlgorithmContext, algorithm_class, algorithm_config
-from .experiment import (DivergedError, ExperimentConfig, RunDiverged, client_step, config_from_dict, default_device,
-                         on_device, simulate)
-from .federation import build_federated_data
+from .experiment import ExperimentConfig, RunDiverged, config_from_dict, default_device, on_device, simulate
+from .flower_clientapp import DIVERGED, clientapp, from_record, to_record  # noqa: F401 (clientapp: the app's name here)
 from .results import (check_writable, config_hash, divergence_of, file_record, outcome_record, results_dir,
                       save_divergence)
 from .training import NonFiniteLoss
 
 ENGINE = "flower"
-DIVERGED = "diverged"  # the key of a client's reply whose training became non-finite (its error's text)
 DEFAULT_TIMEOUT = 3600.0  # seconds one exchange (all of a round's clients) may take
 
 
-# --- messages ------------------------------------------------------------------------------------
-
-def to_record(message: dict, round_index: int, run: int, config: str = "") -> RecordDict:
-    """A fedkd message (name -> tensor), the round, the run (which of the ServerApp's configs)
-    and that run's config (JSON, see :func:`config_json`) as a Flower RecordDict."""
-    arrays = {name: t.detach().cpu().float() if t.dtype == torch.bfloat16 else t.detach().cpu()
-              for name, t in message.items()}
-    return RecordDict({"m": ArrayRecord(torch_state_dict=arrays),
-                       "cfg": ConfigRecord({"round": round_index, "run": run, "config": config})})
-
-
-def from_record(record: RecordDict) -> dict:
-    return dict(record["m"].to_torch_state_dict()) if "m" in record else {}
-
-
-# --- the client side -----------------------------------------------------------------------------
+# --- the client side: fedkd_core.flower_clientapp (imports torch only for a step that trains) ---
 
 def config_json(config: ExperimentConfig) -> str:
     """The config as JSON, with its hash, for the clients to rebuild it (plain data, no pickle)."""
     return json.dumps({"config": dataclasses.asdict(config), "key": config_hash(config)})
-
-
-@functools.lru_cache(maxsize=2)
-def _replica(config_text: str):
-    """This process's copy of the run's algorithm (same data split and initial model as the
-    server's); it serves every client that lands on this process and keeps none of their states."""
-    sent = json.loads(config_text)
-    config = config_from_dict(sent["config"])
-    if config_hash(config) != sent["key"]:
-        raise RuntimeError("the client rebuilt a different config than the server's (fedkd_core versions differ?)")
-    torch.set_num_threads(1)
-    data = build_federated_data(config.data, config.seed)
-    ctx = AlgorithmContext(data=data, model_name=config.model, train=config.train, device=default_device(),
-                           seed=config.seed)
-    return algorithm_class(config.algorithm)(algorithm_config(config.algorithm, config.algorithm_params), ctx)
-
-
-def _client_id(context: Context) -> int:
-    return int(context.node_config["partition-id"])
-
-
-def _saved_state(context: Context, run: int) -> dict:
-    key = f"fedkd-run{run}"
-    return dict(context.state[key].to_torch_state_dict()) if key in context.state else {}
-
-
-def _run_client_step(phase: str, message: Message, context: Context) -> Message:
-    client, cfg = _client_id(context), message.content["cfg"]
-    round_index, run = int(cfg["round"]), int(cfg["run"])
-    try:
-        output, new_state = client_step(_replica(str(cfg["config"])), round_index, client, phase,
-                                        from_record(message.content), _saved_state(context, run))
-    except (NonFiniteLoss, DivergedError) as error:  # a result of the run: the server stops it as RunDiverged
-        return Message(RecordDict({"cfg": ConfigRecord({"round": round_index, "run": run, DIVERGED: str(error)})}),
-                       reply_to=message)
-    context.state[f"fedkd-run{run}"] = ArrayRecord(torch_state_dict={k: v.cpu() for k, v in new_state.items()})
-    return Message(to_record(output or {}, round_index, run), reply_to=message)
-
-
-clientapp = ClientApp()
-"""The ClientApp of every run: the update and finish steps, the client's id and its state (kept
-in ``context.state``, one entry per run of the ServerApp)."""
-
-
-@clientapp.train("update")
-def _update(message: Message, context: Context) -> Message:
-    return _run_client_step("update", message, context)
-
-
-@clientapp.train("finish")
-def _finish(message: Message, context: Context) -> Message:
-    return _run_client_step("finish", message, context)
-
-
-@clientapp.query("whoami")
-def _whoami(message: Message, context: Context) -> Message:
-    return Message(RecordDict({"cfg": ConfigRecord({"client": _client_id(context)})}), reply_to=message)
-
-
-@clientapp.query("state")
-def _state(message: Message, context: Context) -> Message:
-    run = int(message.content["cfg"]["run"])
-    return Message(to_record(_saved_state(context, run), 0, run), reply_to=message)
 
 
 # --- the server side -----------------------------------------------------------------------------

@@ -144,7 +144,7 @@ for measurement in saved:
 # ## On real nodes
 #
 # `flower_app/` is a Flower App whose components are `fedkd_core.flower:serverapp` and
-# `fedkd_core.flower:clientapp`; every machine needs `fedkd_core` installed and the data in
+# `fedkd_core.flower_clientapp:clientapp`; every machine needs `fedkd_core` installed and the data in
 # `FEDKD_DATA`, and the run's config travels in the messages. `flower_app/run_local.sh RUN.yaml`
 # runs this sequence on 127.0.0.1 and is what `tests/test_flower.py` checks (identical numbers
 # to the in-process run):
