@@ -37,6 +37,7 @@ import math
 import os
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -306,7 +307,44 @@ class StopTrace(Exception):
 ENVIRONMENT_VARIABLES = ("OMP_NUM_THREADS", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
 
 
-def main() -> None:
+@contextmanager
+def tracing(tracer: "Tracer", scores: dict, device_masks: bool, threads: int):
+    """The run's steps traced while it lasts: the client step and every module's ``train`` wrapped,
+    torch's global optimizer hooks registered, each round's scores kept in ``scores``, the masks
+    drawn on the device when ``device_masks``, ``threads`` torch threads; all of it undone on leaving,
+    so a process (a test) that runs :func:`main` is left as it was."""
+    from fedkd_core import models
+
+    step = experiment.InProcessClients.__dict__["step"]
+    trains = {module: module.train for module in traced_modules()}
+    evaluate, host_drawn, saved_threads = experiment.evaluate, models.host_drawn, torch.get_num_threads()
+
+    def scored(algorithm, *a, **kw):  # the round's scores, as simulate records them
+        result = evaluate(algorithm, *a, **kw)
+        scores[algorithm.round] = result
+        return result
+
+    experiment.InProcessClients.step = staticmethod(tracer.wrap_step(step.__func__))
+    for module, train in trains.items():
+        module.train = tracer.wrap_train(train)
+    hooks = [register_optimizer_step_pre_hook(tracer.pre_step), register_optimizer_step_post_hook(tracer.post_step)]
+    experiment.evaluate = scored
+    if device_masks:
+        device_drawn_masks()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved_threads)
+        models.host_drawn, experiment.evaluate = host_drawn, evaluate
+        for hook in hooks:
+            hook.remove()
+        for module, train in trains.items():
+            module.train = train
+        experiment.InProcessClients.step = step
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("divergence", help="a stored <key>.diverged.json")
     parser.add_argument("--out", default="/tmp/trace_divergence",
@@ -320,9 +358,8 @@ def main() -> None:
                         help="the stored config shrunk to 10 clients of a 600-image pool, 1 round (checks the script)")
     parser.add_argument("--figure", default="",
                         help="also write the chapter's figure data here (a benchmarks/results/*.json)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     stored = json.loads(Path(args.divergence).read_text())
     config = config_from_dict(stored["config"])
     if config_hash(config) != stored["key"]:
@@ -335,26 +372,11 @@ def main() -> None:
     device = torch.device(args.device)
     stored_masks = mask_generator_of(stored.get("environment", {}))
     masks = {"stored": "device" if stored_masks != "cpu" else "host"}.get(args.masks, args.masks)
-    if masks == "device":
-        device_drawn_masks()
     print(f"rerun on {device_name(device)}; stored run: {stored.get('environment', {}).get('device_name')}, "
           f"masks {stored_masks}; this rerun's masks: {masks}", flush=True)
 
     tracer = Tracer()
-    experiment.InProcessClients.step = staticmethod(tracer.wrap_step(experiment.InProcessClients.step))
-    for module in traced_modules():
-        module.train = tracer.wrap_train(module.train)
-    register_optimizer_step_pre_hook(tracer.pre_step)
-    register_optimizer_step_post_hook(tracer.post_step)
     scores: dict[int, dict] = {}
-    evaluate = experiment.evaluate
-
-    def scored(algorithm, *a, **kw):  # the round's scores, as simulate records them
-        result = evaluate(algorithm, *a, **kw)
-        scores[algorithm.round] = result
-        return result
-
-    experiment.evaluate = scored
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -394,12 +416,13 @@ def main() -> None:
         if args.stop_after and round_index >= args.stop_after:
             raise StopTrace
 
-    try:
-        simulate(config, device=device, progress=False, on_round=on_round)
-    except RunDiverged as error:
-        diverged = {"round": error.round_index, "error": str(error)}
-    except StopTrace:
-        pass
+    with tracing(tracer, scores, masks == "device", int(os.environ.get("OMP_NUM_THREADS", "1"))):
+        try:
+            simulate(config, device=device, progress=False, on_round=on_round)
+        except RunDiverged as error:
+            diverged = {"round": error.round_index, "error": str(error)}
+        except StopTrace:
+            pass
     flush(True)
     if not tracer.rows:
         print("no step was traced: training.train steps plain SGD (no momentum, no weight decay) without an "

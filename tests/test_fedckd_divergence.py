@@ -131,24 +131,30 @@ def test_a_committed_rerun_comparison_is_said_in_words(check):
     assert "diverged in round" in divergence.determinism_check_text(check)
 
 
-@pytest.mark.slow  # a child process loads Fashion-MNIST and partitions it: tens of seconds each
+@pytest.mark.slow  # a real round of 10 clients on Fashion-MNIST each
 @pytest.mark.parametrize("stored", ["results/paper/pfedsd/e4d93f14b78c1811.diverged.json",
                                     "results/paper/lg_fedavg/30bcd09506301b61.diverged.json"])
 def test_the_tracer_reads_every_local_step_of_the_methods_own_loss(tmp_path, stored):
     """One smoke round of the stored run (10 clients, all selected): a row per optimizer step of
     every client (epochs x batches), a finite loss and largest |logit| in each, for pFedSD's CE + KD
     loss as for LG-FedAvg's cross-entropy, and the masks the stored run drew (pFedSD's ran on a GPU
-    before mask_generator: the device's generator; LG-FedAvg's on a CPU: the host's)."""
-    import subprocess
-    import sys
-
+    before mask_generator: the device's generator; LG-FedAvg's on a CPU: the host's). The script runs
+    in this process (its main undoes its hooks and patches on return, checked below), as
+    `OMP_NUM_THREADS=1 python benchmarks/trace_divergence.py STORED --smoke --out OUT` runs it."""
     import pandas as pd
+    import torch
+    from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
 
+    from fedkd_core import experiment, models
+
+    module = trace_module()
+    before = (experiment.InProcessClients.__dict__["step"], experiment.evaluate, models.host_drawn,
+              len(_global_optimizer_pre_hooks), len(_global_optimizer_post_hooks), torch.get_num_threads())
     out = tmp_path / "trace"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_divergence.py"), str(ROOT / stored),
-                           "--smoke", "--out", str(out)], capture_output=True, text=True, timeout=600,
-                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-2000:]
+    module.main([str(ROOT / stored), "--smoke", "--out", str(out)])
+    assert (experiment.InProcessClients.__dict__["step"], experiment.evaluate, models.host_drawn,
+            len(_global_optimizer_pre_hooks), len(_global_optimizer_post_hooks), torch.get_num_threads()) == before
+    assert all(m.train is __import__("fedkd_core.training", fromlist=["train"]).train for m in module.traced_modules())
     steps = pd.read_csv(f"{out}-steps.csv.gz")
     summary = json.loads(Path(f"{out}-rounds.json").read_text())
     config = json.loads((ROOT / stored).read_text())["config"]
