@@ -6,7 +6,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedkd_core import verdicts as V
 from fedkd_core.chapters import fedckd, ledger, ledger_evidence, ledger_pages
 
 ROOT = Path(__file__).resolve().parents[1]
