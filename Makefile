@@ -76,13 +76,10 @@ grids: data
 	echo "== experiment grids done in $$(( $$(date +%s) - start )) s"
 
 # The landing page's glance, the Performance and cluster pages' tables (the glance reads the ledger),
-# in one process (each module's main, as `python -m fedkd_core.glance OUT.md` runs it): three
-# processes each paid the package's import.
-GENERATED := glance performance costs
+# in one process (tools/generated_pages.py): three processes each paid the package's import.
 generated: ledger-cache
 	@start=$$(date +%s); \
-	$(BIN)/python -c "import importlib; [importlib.import_module(f'fedkd_core.{name}').main([f'book/_generated/{name}.md']) \
-		for name in '$(GENERATED)'.split()]" && \
+	$(BIN)/python tools/generated_pages.py book/_generated && \
 	echo "== generated pages done in $$(( $$(date +%s) - start )) s"
 
 # What the verdict pages compute from the committed records (every chapter's verdicts, the

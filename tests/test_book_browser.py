@@ -167,10 +167,8 @@ def build_book(folder: Path) -> Path:
                     step.result()
         print(f"smoke book: {len(notebooks) - len(to_run)} chapters as nbval executed them, "
               f"{len(to_run)} executed here ({', '.join(nb.stem for nb in to_run) or 'none'})")
-        # the generated pages in one process (their imports paid once), as make book's `generated`
-        run_step([sys.executable, "-c", "import importlib, sys; [importlib.import_module(f'fedkd_core.{name}')"
-                  ".main([f'{sys.argv[1]}/{name}.md']) for name in ('glance', 'performance', 'costs')]",
-                  str(source / "_generated")], "the generated pages (fedkd_core.glance, performance, costs)")
+        run_step([sys.executable, str(ROOT / "tools" / "generated_pages.py"), str(source / "_generated")],
+                 "the generated pages (tools/generated_pages.py)")
         build = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", str(source)],
                                capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONWARNINGS": "ignore"})
         assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
