@@ -63,19 +63,16 @@ class ImageDataset:
         return self.x_train.shape[1]
 
     def to_float(self, images: torch.Tensor) -> torch.Tensor:
-        """uint8 (B, H, W[, C]) -> normalised float32 (B, C, H, W)."""
-        x = images.float().div_(255.0)
-        x = x.unsqueeze(1) if x.dim() == 3 else x.permute(0, 3, 1, 2)
-        mean = torch.tensor(self.mean, device=x.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, device=x.device).view(1, -1, 1, 1)
-        return (x - mean) / std
+        """uint8 (B, H, W[, C]) -> normalised float32 (B, C, H, W): :meth:`normalised_rows` in the
+        layout a model takes."""
+        return self.normalised_rows(images).permute(0, 3, 1, 2).contiguous()
 
     def normalised_rows(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 (B, H, W[, C]) -> normalised float32 (B, H, W, C), the layout the resident store
-        keeps: :meth:`to_float`'s numbers bit for bit (the same operations on each value)."""
+        keeps: (x / 255 - mean) / std per channel, the one formula of every normalised image."""
         x = images.float()
         x = x.unsqueeze(-1) if x.dim() == 3 else x
-        return x.div_(255.0).sub_(torch.tensor(self.mean)).div_(torch.tensor(self.std))
+        return x.div_(255.0).sub_(torch.tensor(self.mean, device=x.device)).div_(torch.tensor(self.std, device=x.device))
 
     def on(self, device: torch.device | str) -> "ResidentDataset":
         """The dataset normalised and kept on ``device``, so training gathers batches there.
