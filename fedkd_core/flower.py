@@ -327,8 +327,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    # Run main from the importable module, not from __main__: Ray workers must find the apps'
-    # functions as fedkd_core.flower.*, which they can import.
+    # Run main from the importable module, not from __main__, so the process holds one copy of this
+    # module (its FlowerClients, simulate, ... are the ones other code imports). The ClientApp that
+    # Ray's workers run is fedkd_core.flower_clientapp's, importable however the command starts.
     from fedkd_core.flower import main as module_main
 
     module_main()

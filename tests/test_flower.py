@@ -77,8 +77,8 @@ def assert_same_runs(in_process, on_flower):
 def test_the_command_gives_the_in_process_numbers_stores_a_divergence_and_a_later_timeout_keeps_the_finished_records(
         in_process, tmp_path, monkeypatch, capsys):
     """`python -m fedkd_core.flower D.yaml A.yaml ... F.yaml --workers 2`, run as ``python -m`` runs it
-    (the module executed as ``__main__``, whose guard hands over to the importable module, so that
-    Ray's workers find the apps' functions as fedkd_core.flower.*), in one simulation on two Ray
+    (the module executed as ``__main__``, whose guard hands over to the importable module; Ray's
+    workers import the ClientApp from fedkd_core.flower_clientapp), in one simulation on two Ray
     workers:
 
     - D diverges (its clients' loss becomes NaN): it is stored as a divergence, as in-process, and
