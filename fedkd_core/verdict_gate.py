@@ -10,6 +10,7 @@ every method's mean curve gained less than :data:`MAX_LATE_GAIN` points over the
 from __future__ import annotations
 
 import copy
+import itertools
 import pickle
 import weakref
 from typing import Callable, Sequence
@@ -161,11 +162,10 @@ def claim_methods(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], obser
     full = effects_of(observations, value)
     claims = claims_in(full, cell_keys)
     methods: dict[str, set] = {claim: set() for claim in claims}
-    names = list(observations[method].unique())
-    moved = effects_of_each(effects_of, observations, value,
-                            [shifted for name in names for shifted in _moved_values(observations, method, name, value)])
-    for index, name in enumerate(names):
-        for effects in moved[2 * index:2 * index + 2]:
+    shifts = {name: _moved_values(observations, method, name, value) for name in observations[method].unique()}
+    moved = iter(effects_of_each(effects_of, observations, value, [v for values in shifts.values() for v in values]))
+    for name, values in shifts.items():
+        for effects in itertools.islice(moved, len(values)):  # this method's moved tables, in order
             changed = _changed_rows(full, effects, keys, claims)
             for claim in claims:
                 if claim not in changed or len(changed[claim]):  # an effect that disappears is a change
