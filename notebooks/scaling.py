@@ -21,7 +21,8 @@
 # simulation, whose clients are Ray worker processes, or on real machines with Flower's
 # deployment engine. **The numbers do not change**: per-round client accuracies, global accuracy,
 # bytes and selected clients are identical to the in-process run (`tests/test_flower.py` checks
-# FedAvg, KnFu and FedCKD with 1 and 2 Ray workers, and FedAvg on two SuperNodes).
+# FedAvg, KnFu, FedCKD, FedPer and Selective-FD with 2 Ray workers, and FedAvg on two SuperNodes;
+# `tests/test_conformance_flower.py` a method of a user's own on 1 worker).
 #
 # | | |
 # |---|---|

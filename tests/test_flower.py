@@ -1,5 +1,6 @@
 """The same runs on Flower (Ray simulation) as in-process: per-round client accuracies, global
-accuracy, bytes and selected clients identical, with one Ray worker and with several."""
+accuracy, bytes and selected clients identical, with two Ray workers (one worker: the conformance
+check of a user's method, test_conformance_flower.py) and on Flower's deployment engine."""
 
 import pytest
 
@@ -89,7 +90,8 @@ def test_the_command_gives_the_in_process_numbers_stores_a_divergence_and_a_late
       command stops with an error that says so.
 
     With two workers and four clients a run, each Ray worker process serves several clients in
-    turn, which is what one worker checked apart before; the one-worker engine still runs in the
+    turn, which is what one worker checked apart before; one worker's numbers are still compared in
+    test_conformance_flower.py (a user's method through conformance.check), and it runs in the
     scaling chapter. (One simulation for all of this: Ray's start, its workers' start-up and its
     shutdown are most of each such test's seconds.)"""
     import json
