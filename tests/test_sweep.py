@@ -149,6 +149,28 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _descendants(pid: int) -> list[int]:
+    children = _children(pid)
+    return children + [grandchild for child in children for grandchild in _descendants(child)]
+
+
+def _is_helper(pid: int) -> bool:
+    """multiprocessing's fork server or resource tracker (a worker forked by the fork server has
+    the server's command line, but the server, not the sweep, is its parent)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            text = cmdline.read().decode(errors="replace")
+    except OSError:
+        return False
+    return "forkserver" in text or "resource_tracker" in text
+
+
+def _workers(sweep_pid: int) -> list[int]:
+    """The sweep's running worker processes: its descendants less its helpers (:func:`_is_helper`)."""
+    helpers = {child for child in _children(sweep_pid) if _is_helper(child)}
+    return [pid for pid in _descendants(sweep_pid) if pid not in helpers and _alive(pid)]
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to find the workers")
 def test_a_sweep_stopped_with_sigterm_leaves_no_worker_running(smoke_grid):
     import signal
@@ -159,13 +181,18 @@ def test_a_sweep_stopped_with_sigterm_leaves_no_worker_running(smoke_grid):
     deadline = time.time() + 60
     workers = []
     while len(workers) < 2 and time.time() < deadline:  # wait for the two workers to start
-        workers = [p for p in _children(sweep_process.pid) if _alive(p)]
+        workers = _workers(sweep_process.pid)
         time.sleep(0.2)
     assert len(workers) >= 2, "the sweep did not start its workers"
+    helpers = [p for p in _descendants(sweep_process.pid) if p not in workers]  # fork server, resource tracker
     sweep_process.send_signal(signal.SIGTERM)
     sweep_process.wait(timeout=60)
     time.sleep(0.5)
-    assert not [p for p in workers if _alive(p)]
+    assert not [p for p in workers if _alive(p)]  # stopped by the sweep, not at the end of their runs
+    deadline = time.time() + 10  # the helpers exit once they see the sweep's pipes close
+    while [p for p in helpers if _alive(p)] and time.time() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in helpers if _alive(p)]
 
 
 def test_the_dry_run_estimates_what_is_left_from_the_pace_of_like_runs():
@@ -484,3 +511,23 @@ def test_the_dry_runs_pace_reads_runs_made_on_this_machines_kind_of_device(monke
     assert sweep.like_this_machine([gpu]) == [gpu]
     monkeypatch.setattr(sweep, "default_device", lambda: torch.device("cuda"))
     assert sweep.like_this_machine([cpu, gpu, old]) == [gpu]
+
+
+def test_a_worker_goes_by_the_pipe_of_the_sweep_that_started_it_whoever_its_parent_process_is(monkeypatch):
+    """A worker forked by the fork server has the server as its parent process, not the sweep: it
+    asks multiprocessing's handle on the process that started it whether the sweep still runs."""
+    import multiprocessing
+
+    class Starter:
+        pid, alive = 4242, True
+
+        def is_alive(self):
+            return self.alive
+
+    starter = Starter()
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: starter)
+    assert sweep.sweep_alive(4242) and sweep.sweep_alive(None)
+    starter.alive = False
+    assert not sweep.sweep_alive(4242)  # the sweep has gone, though the fork server (the parent) lives on
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: None)  # not started by multiprocessing
+    assert sweep.sweep_alive(os.getppid()) and not sweep.sweep_alive(os.getppid() + 100_000)
