@@ -21,9 +21,6 @@ What Flower adds to an in-process run is split in two, and each part is tested w
 """
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -33,8 +30,6 @@ from fedkd_core.algorithms import ALGORITHMS, REGISTERED_ENV  # noqa: E402
 from fedkd_core.conformance import CHECKS, PASSED, check, comparable, first_difference, tiny_config  # noqa: E402
 from fedkd_core.experiment import simulate  # noqa: E402
 from plugin_methods import FedAvgM, registry  # noqa: F401 (a fixture)  # noqa: E402
-
-TESTS = Path(__file__).resolve().parent
 
 
 class InProcessGrid:
@@ -91,14 +86,10 @@ def test_every_registered_algorithm_gives_the_in_process_numbers_through_flowers
 
 
 def test_a_user_method_registers_passes_and_runs_on_flower_in_other_processes(registry):
-    """FedAvgM from an importable module: registered here, announced to child processes, so
-    Flower's client processes (which import the package afresh) run it too."""
+    """FedAvgM from an importable module: registered here, announced to child processes through the
+    environment, so Flower's client processes (Ray workers, which import the package afresh and look
+    the method up by name) run it: the "flower" check passes only if they found it."""
     findings = check(FedAvgM, name="fedavgm_test", flower=True)
     assert {f.check: f.status for f in findings} == {name: PASSED for name in [*CHECKS, "flower"]}, findings
     assert ALGORITHMS["fedavgm_test"] is FedAvgM
     assert "fedavgm_test=plugin_methods:FedAvgM" in os.environ[REGISTERED_ENV]
-    child = subprocess.run([sys.executable, "-c", "from fedkd_core.algorithms import ALGORITHMS; "
-                            "print(ALGORITHMS['fedavgm_test'].__qualname__)"],
-                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])},
-                           capture_output=True, text=True, timeout=300)
-    assert child.stdout.strip() == "FedAvgM", child.stderr[-2000:]
