@@ -42,7 +42,7 @@
 profile = "smoke"
 chapter = "knfu"
 chapter_params = ""
-seeds = 2
+seeds = 1
 beta = 0.9
 
 # %% tags=["remove-input"]
