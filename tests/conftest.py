@@ -42,8 +42,6 @@ SLOW = {
     "tests/test_sweep.py::test_a_sweep_leaves_a_run_that_a_sweep_of_another_profile_holds": "a sweep of real runs",
     "tests/test_sweep.py::test_the_dry_run_names_the_pace_and_machine_once_runs_are_done": "a sweep of real runs",
     "tests/test_sweep.py::test_a_run_that_diverges_is_stored_reported": "a sweep of real runs",
-    "tests/test_fedgmkd_chapter.py::test_a_bad_parameter_through_papermill": "a notebook kernel",
-    "tests/test_fedua.py::test_a_bad_parameter_through_papermill": "a notebook kernel",
     "tests/test_fedua.py::test_all_three_methods_learn_on_real_cifar10": "three real CIFAR-10 runs",
     "tests/test_compare.py::test_a_new_method_is_ranked_in_the_chapters_cells": "a comparison's real runs",
     "tests/test_compare.py::test_the_chapters_runs_come_from_stored_records": "a comparison's real runs",

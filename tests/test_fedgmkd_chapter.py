@@ -1,5 +1,5 @@
 """The FedGMKD chapter: its grid, the paper's tables as data, the tables and claims built from
-records, the prototype identity on real features, and its parameters through papermill."""
+records and the prototype identity on real features (its parameters through papermill: tests/test_notebooks.py)."""
 
 import json
 from dataclasses import replace
@@ -266,18 +266,6 @@ def test_the_settings_table_has_a_column_per_profile_shown():
     smoke = chapter.settings_table(chapter.profiles_shown(chapter.Params())).set_index("method")
     assert smoke.loc["FedProx"].iloc[:2].tolist() == ["not run", "mu 0.5, personal trained"]
     assert "FedGMKD (only CKF)" not in smoke.index  # no profile runs it
-
-
-def test_a_bad_parameter_through_papermill_is_one_clear_error(tmp_path):
-    import papermill
-
-    from tools.ipc_kernels import execute_notebook
-
-    with pytest.raises(papermill.PapermillExecutionError) as error:
-        execute_notebook(ROOT / "notebooks" / "fedgmkd.ipynb", tmp_path / "out.ipynb",
-                         parameters={"methods": "fedavg,fedgmkdd"}, progress_bar=False)
-    assert error.value.ename == "ValueError"
-    assert "methods must be among" in error.value.evalue
 
 
 # --- the chapter's tables from hand-made summary rows ---------------------------------------------

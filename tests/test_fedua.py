@@ -387,18 +387,6 @@ def test_the_notebook_says_when_no_reduced_record_stands_for_a_cell():
     assert reuse_message(replace(other, profile="paper"), ["server_lr"]) == ""
 
 
-def test_a_bad_parameter_through_papermill_is_one_clear_error(tmp_path):
-    import papermill
-
-    from tools.ipc_kernels import execute_notebook
-
-    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "fedua.ipynb"
-    with pytest.raises(papermill.PapermillExecutionError) as error:
-        execute_notebook(notebook, tmp_path / "out.ipynb", parameters={"sample_ratio": 1.5}, progress_bar=False)
-    assert error.value.ename == "ValueError"
-    assert "sample_ratio must be in (0, 1]" in error.value.evalue
-
-
 @pytest.mark.parametrize("weighting", ["density", "density_std"])
 def test_each_teacher_is_weighted_by_its_own_density_of_its_own_features(weighting):
     fedua, uploads = run_and_keep(tiny("fedua", 1, server_epochs=1, weighting=weighting))

@@ -53,8 +53,8 @@ def test_every_chapter_has_a_parameters_cell_and_profiles(chapter):
 
 
 @pytest.fixture(scope="module")
-def setting_kernel():
-    """Executes the setting chapter through papermill with given parameters, each time on one kernel
+def chapter_kernel():
+    """Executes a chapter through papermill with given parameters, each time on one kernel
     of this module whose namespace is emptied first (``%reset -f``), the first time freshly started.
     Each check still goes through papermill's injected parameters cell, the chapter's validation and
     papermill's error; only the chapter's imports (torch, pandas, scikit-learn: most of a check's
@@ -72,10 +72,10 @@ def setting_kernel():
     # gone and failed (a fresh clone's CI run, the kernel slow to start beside the other worker).
     client.wait_for_ready(timeout=120)
 
-    def execute(parameters, output):
+    def execute(chapter, parameters, output):
         reply = client.execute_interactive("%reset -f", timeout=60)
         assert reply["content"]["status"] == "ok"
-        execute_notebook(NOTEBOOKS / "setting.ipynb", output, parameters=parameters, progress_bar=False,
+        execute_notebook(NOTEBOOKS / f"{chapter}.ipynb", output, parameters=parameters, progress_bar=False,
                          km=manager)
 
     try:
@@ -85,19 +85,21 @@ def setting_kernel():
         run_sync(manager.shutdown_kernel)(now=True)
 
 
-@pytest.mark.parametrize("parameters, message", [
-    ({"alphas": "-1"}, "alphas must all be > 0"),
-    ({"num_clients": 0}, "num_clients must be an integer >= 1"),
-    ({"datasets": "imagenet"}, "datasets must be among"),
-    ({"algorithms": "fedsgd"}, "algorithm must be one of"),
-    ({"samples_per_client": 20_000}, "samples_per_client"),
-    ({"alpha": 0.1}, "unknown parameter(s) 'alpha' (did you mean 'alphas'?)"),
-    ({"seeds": "abc"}, "parameter 'seeds' must be an integer (got 'abc', a str)"),
-    ({"local_epochs": 0}, "parameter 'local_epochs' must be >= 1: with no local epoch the clients never train"),
+@pytest.mark.parametrize("chapter, parameters, message", [
+    ("setting", {"alphas": "-1"}, "alphas must all be > 0"),
+    ("setting", {"num_clients": 0}, "num_clients must be an integer >= 1"),
+    ("setting", {"datasets": "imagenet"}, "datasets must be among"),
+    ("setting", {"algorithms": "fedsgd"}, "algorithm must be one of"),
+    ("setting", {"samples_per_client": 20_000}, "samples_per_client"),
+    ("setting", {"alpha": 0.1}, "unknown parameter(s) 'alpha' (did you mean 'alphas'?)"),
+    ("setting", {"seeds": "abc"}, "parameter 'seeds' must be an integer (got 'abc', a str)"),
+    ("setting", {"local_epochs": 0}, "parameter 'local_epochs' must be >= 1: with no local epoch the clients never train"),
+    ("fedua", {"sample_ratio": 1.5}, "sample_ratio must be in (0, 1]"),
+    ("fedgmkd", {"methods": "fedavg,fedgmkdd"}, "methods must be among"),
 ])
-def test_bad_parameters_through_papermill_give_one_clear_error(setting_kernel, tmp_path, parameters, message):
+def test_bad_parameters_through_papermill_give_one_clear_error(chapter_kernel, tmp_path, chapter, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError) as error:
-        setting_kernel(parameters, tmp_path / "out.ipynb")
+        chapter_kernel(chapter, parameters, tmp_path / "out.ipynb")
     assert error.value.ename == "ValueError"
     assert message in error.value.evalue
 
