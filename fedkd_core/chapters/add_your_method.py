@@ -25,9 +25,10 @@ class Params:
     ``chapter``: the chapter whose cells the example method runs in; ``chapter_params``: one of
     that chapter's profiles, a YAML under ``notebooks/params/`` ("" for its smoke defaults);
     ``seeds``: how many of its seeds (0: the profile's own); ``beta``: the example's server momentum.
-    The smoke profile's one seed is the KnFu chapter's smoke seed, so its runs there are read from
-    their records and only the example method runs; the book's quick profile runs three seeds, with
-    the t-intervals (which ``tests/test_compare.py`` checks on two).
+    The smoke profile's one seed: the comparison runs the KnFu chapter's four methods and the
+    example once each in KnFu's smoke cell (ten runs with two seeds; the KnFu chapter's own smoke
+    page shows committed paper-profile records there, so none of these runs is stored before). The
+    book's quick profile runs three seeds, with the t-intervals (``tests/test_compare.py`` checks them on two).
     """
 
     profile: str = "smoke"
