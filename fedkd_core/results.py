@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .algorithms import ALGORITHMS
 from .checkpoint import DEFAULT_EVERY_SECONDS, Checkpoints
 from .leases import state_path
 from .cpuinfo import CPUINFO, cpu_description
@@ -37,14 +38,17 @@ from .randomness import MASK_GENERATOR
 RECORD_VERSION = 2  # 2: randomness per (seed, round, party), fedkd_core.randomness
 
 
+# The folder above this package: a source checkout when it holds a pyproject.toml.
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
 def results_dir(root: str | os.PathLike | None = None) -> Path:
     if root is not None:
         return Path(root).expanduser()
     if os.environ.get("FEDKD_RESULTS"):  # set and not empty (an empty one would mean the working directory)
         return Path(os.environ["FEDKD_RESULTS"]).expanduser()
-    checkout = Path(__file__).resolve().parents[1]
-    if (checkout / "pyproject.toml").exists():
-        return checkout / "results"
+    if (CHECKOUT / "pyproject.toml").exists():
+        return CHECKOUT / "results"
     return Path("~/.cache/fedkd/results").expanduser()
 
 
@@ -91,7 +95,17 @@ def key_of(resolved: dict) -> str:
 
 
 def config_hash(config: ExperimentConfig) -> str:
-    return key_of(config.resolved())
+    """The record key of ``config``, computed once per process for each config (by its repr, and
+    the algorithm class whose defaults fill its params in): a grid's configs are keyed again and
+    again by every table that looks up their records."""
+    memo = (repr(config), ALGORITHMS.get(config.algorithm))
+    if memo not in _CONFIG_KEYS:
+        _CONFIG_KEYS[memo] = key_of(config.resolved())
+    return _CONFIG_KEYS[memo]
+
+
+# config_hash's memo: (repr of a config, its algorithm's class) -> the config's record key.
+_CONFIG_KEYS: dict[tuple, str] = {}
 
 
 @dataclass(frozen=True)
@@ -140,8 +154,21 @@ def stored_paths(config: ExperimentConfig, suffix: str = RECORD_SUFFIX, root=Non
 
 
 def key_paths(algorithm: str, key: str, suffix: str = RECORD_SUFFIX, root=None) -> list[Path]:
-    """:func:`stored_paths` of the run filed as ``algorithm`` / ``key``."""
-    return sorted(results_dir(root).glob(f"*/{algorithm}/{key}{suffix}"), key=_profile_rank)
+    """:func:`stored_paths` of the run filed as ``algorithm`` / ``key``: ``<profile>/<algorithm>/<key><suffix>``
+    under each folder of the results folder that has it (a glob's matches, without its machinery)."""
+    folder = results_dir(root)
+    found = [folder / profile / algorithm / f"{key}{suffix}" for profile in _profile_folders(folder)
+             if os.path.exists(os.path.join(folder, profile, algorithm, f"{key}{suffix}"))]
+    return sorted(found, key=_profile_rank)
+
+
+def _profile_folders(folder: Path) -> list[str]:
+    """The names of the entries of the results folder ``folder`` (none where it is missing)."""
+    try:
+        with os.scandir(folder) as entries:
+            return [entry.name for entry in entries]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def record_path(config: ExperimentConfig, profile: str, root=None) -> Path:
@@ -166,15 +193,39 @@ class RecordError(ValueError):
 
 def read_record(path: Path) -> RunRecord:
     """The record stored at ``path``; a RecordError naming the file and the way out when it cannot
-    be read or is incomplete (:func:`missing_parts`): such a record never counts as a finished run."""
+    be read or is incomplete (:func:`missing_parts`): such a record never counts as a finished run.
+    The file is read every time, and parsed again only when its text changed since this process
+    last parsed it (:data:`_READ_RECORDS`): the ledger reads each committed record many times."""
     try:
-        record = RunRecord(**json.loads(Path(path).read_text()))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
-        raise RecordError(
-            f"results record {path} cannot be read ({type(error).__name__}: {error}). It may be "
-            "truncated, hand-edited or hold merge-conflict markers. Restore it (for a committed "
-            f"record: git checkout -- {path}) or delete it to run that experiment again."
-        ) from error
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise _unreadable(path, error) from error
+    known = _READ_RECORDS.get(str(path))
+    if known is not None and known[0] == text:
+        return known[1]
+    record = _parsed_record(path, text)
+    _READ_RECORDS[str(path)] = (text, record)
+    return record
+
+
+# read_record's memo: path -> the file's text and the record parsed from it. A record is shared by
+# every reader of it, and no reader changes a record (they build tables from it).
+_READ_RECORDS: dict[str, tuple[str, RunRecord]] = {}
+
+
+def _unreadable(path: Path, error: Exception) -> RecordError:
+    return RecordError(
+        f"results record {path} cannot be read ({type(error).__name__}: {error}). It may be "
+        "truncated, hand-edited or hold merge-conflict markers. Restore it (for a committed "
+        f"record: git checkout -- {path}) or delete it to run that experiment again.")
+
+
+def _parsed_record(path: Path, text: str) -> RunRecord:
+    """The record that the text of the file at ``path`` holds (see :func:`read_record`)."""
+    try:
+        record = RunRecord(**json.loads(text))
+    except (json.JSONDecodeError, TypeError) as error:
+        raise _unreadable(path, error) from error
     if missing := missing_parts(record):
         raise RecordError(f"results record {path} is incomplete: {missing}. Restore it (for a committed record: "
                           f"git checkout -- {path}) or delete it to run that experiment again.")

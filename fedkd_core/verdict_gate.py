@@ -90,12 +90,19 @@ def rising_text(failed_rows) -> str:
 def passes_gate(gate_table: pd.DataFrame, cells: pd.DataFrame, cell_keys: Sequence[str]) -> list[bool]:
     """Per row of ``cells`` (columns ``cell_keys``), whether the :func:`gate` table passes it (a
     cell the table does not list passes)."""
-    return [bool(gate_table["converged"].get(cell_key(row, cell_keys), True)) for _, row in cells.iterrows()]
+    converged = gate_table["converged"].to_dict()
+    return [bool(converged.get(key, True)) for key in cell_keys_of(cells, cell_keys)]
 
 
 def cell_key(row: pd.Series, cell_keys: Sequence[str]):
     key = tuple(row[k] for k in cell_keys)
     return key if len(key) > 1 else key[0]
+
+
+def cell_keys_of(cells: pd.DataFrame, cell_keys: Sequence[str]) -> list:
+    """:func:`cell_key` of each row of ``cells``, read column by column (no row is built)."""
+    rows = cells[list(cell_keys)].itertuples(index=False, name=None)
+    return [row if len(cell_keys) > 1 else row[0] for row in rows]
 
 
 def claims_in(effects: pd.DataFrame, cell_keys: Sequence[str]) -> list[str]:
@@ -131,22 +138,39 @@ def gate(observations: pd.DataFrame, cell_keys: Sequence[str], method: str = "me
     evaluations, and the reason in words (e.g. "fedavg still rising: +3.2 points over the last 20%
     of rounds, ends at 23.1%")."""
     rows = {}
-    for cell, runs in observations.groupby(list(cell_keys), sort=True):
+    fewest = observations.groupby(list(cell_keys), sort=True)["evaluations"].min()
+    methods = _method_curves(observations, list(cell_keys), method)
+    for cell, evaluations in fewest.items():
+        cell = cell if isinstance(cell, tuple) else (cell,)
         reasons = []
-        evaluations = int(runs.evaluations.min())
+        evaluations = int(evaluations)
         if evaluations < min_evaluations:
             reasons.append(evaluations_text([evaluations], min_evaluations))
-        by_method = runs.groupby(method).agg(gain=("late_gain", lambda g: g.mean(skipna=False)), final=("final", "mean"))
-        rising = [name for name, row in by_method.iterrows() if not row.gain < max_late_gain]
-        reasons += [f"{name} still rising: {by_method.gain[name]:+.1f} points over the last {LATE_SHARE:.0%} of rounds, "
-                    f"ends at {by_method.final[name] * POINTS:.1f}%" if np.isfinite(by_method.gain[name])
+        by_method = methods.get(cell, {})
+        rising = [name for name, (gain, _) in by_method.items() if not gain < max_late_gain]
+        reasons += [f"{name} still rising: {by_method[name][0]:+.1f} points over the last {LATE_SHARE:.0%} of rounds, "
+                    f"ends at {by_method[name][1] * POINTS:.1f}%" if np.isfinite(by_method[name][0])
                     else f"{name} not evaluated in the last {LATE_SHARE:.0%} of rounds in some run" for name in rising]
-        key = cell if len(cell_keys) > 1 else (cell[0] if isinstance(cell, tuple) else cell)
+        key = cell if len(cell_keys) > 1 else cell[0]
         rows[key] = {"converged": not reasons, "rising": rising, "evaluations": evaluations, "reason": "; ".join(reasons)}
     table = pd.DataFrame.from_dict(rows, orient="index", columns=["converged", "rising", "evaluations", "reason"])
     if len(cell_keys) > 1 and len(table):
         table.index = pd.MultiIndex.from_tuples(table.index, names=list(cell_keys))
     return table
+
+
+def _method_curves(observations: pd.DataFrame, cell_keys: list[str], method: str) -> dict[tuple, dict]:
+    """Per cell (a tuple of ``cell_keys``' values), per method in sorted order: the mean late gain
+    of its runs (NaN where any run has none) and their mean final value, from one grouping of
+    every cell's runs (a grouping per cell costs more than the gate's arithmetic)."""
+    grouped = observations.groupby(cell_keys + [method], sort=True)
+    finals = grouped["final"].mean()
+    gains = observations["late_gain"].to_numpy(dtype=float)
+    rows_of = grouped.indices
+    curves: dict[tuple, dict] = {}
+    for key, final in finals.items():
+        curves.setdefault(key[:-1], {})[key[-1]] = (np.mean(gains[rows_of[key]]), final)
+    return curves
 
 
 def claim_methods(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,
@@ -166,10 +190,8 @@ def claim_methods(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], obser
     moved = iter(effects_of_each(effects_of, observations, value, [v for values in shifts.values() for v in values]))
     for name, values in shifts.items():
         for effects in itertools.islice(moved, len(values)):  # this method's moved tables, in order
-            changed = _changed_rows(full, effects, keys, claims)
-            for claim in claims:
-                if claim not in changed or len(changed[claim]):  # an effect that disappears is a change
-                    methods[claim].add(name)
+            for claim in _changed_claims(full, effects, keys, claims):
+                methods[claim].add(name)
     return methods
 
 
@@ -215,12 +237,35 @@ def _changed_rows(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], clai
     in ``moved`` differs from ``full`` (an effect that disappears from a row counts as a change).
     One merge serves every claim: the rows are matched on ``keys`` alone."""
     present = [claim for claim in claims if claim in moved]
+    if _same_rows(full, moved, keys):  # the usual case: no merge needed to match the rows
+        rows = full[keys]
+        return {claim: rows[_differs(full[claim], moved[claim])] for claim in present}
     # the moved effects under integer labels: no claim's name (a string) can collide with them
     renamed = moved[keys + present].set_axis(keys + list(range(len(present))), axis=1)
     both = full[keys + present].merge(renamed, on=keys, how="left")
-    return {claim: both.loc[~np.isclose(both[claim].to_numpy(dtype=float), both[i].to_numpy(dtype=float),
-                                        equal_nan=True), keys]
-            for i, claim in enumerate(present)}
+    return {claim: both.loc[_differs(both[claim], both[i]), keys] for i, claim in enumerate(present)}
+
+
+def _changed_claims(full: pd.DataFrame, moved: pd.DataFrame, keys: list[str], claims: Sequence[str]) -> list[str]:
+    """The claims of ``claims`` whose effect in ``moved`` differs from ``full`` in some row, or
+    disappears (:func:`_changed_rows`, without building the rows where only whether is asked)."""
+    if _same_rows(full, moved, keys):
+        return [claim for claim in claims if claim not in moved or _differs(full[claim], moved[claim]).any()]
+    changed = _changed_rows(full, moved, keys, claims)
+    return [claim for claim in claims if claim not in changed or len(changed[claim])]
+
+
+def _same_rows(one: pd.DataFrame, other: pd.DataFrame, keys: list[str]) -> bool:
+    """Whether two effect tables hold the same ``keys``, each once, row for row (a merge on ``keys``
+    would then pair row i with row i)."""
+    return (len(one) == len(other)
+            and all(np.array_equal(one[key].to_numpy(), other[key].to_numpy()) for key in keys)
+            and not one.duplicated(keys).any())
+
+
+def _differs(these: pd.Series, those: pd.Series) -> np.ndarray:
+    """Per row, whether two columns of effects differ (NaN equal to NaN, as a missing effect)."""
+    return ~np.isclose(these.to_numpy(dtype=float), those.to_numpy(dtype=float), equal_nan=True)
 
 
 def claim_gates(effects_of: Callable[[pd.DataFrame, str], pd.DataFrame], observations: pd.DataFrame,

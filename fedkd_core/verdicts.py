@@ -32,7 +32,7 @@ import pandas as pd
 from .verdict_cells import (CELL_COLUMNS, MACHINE_DRIFT, NO_INTERVAL, Interval, cell_table,  # noqa: F401
                             corrected_outcomes, effect_drift, interval_of, t_interval, t_p_value)
 from .verdict_gate import (LATE_SHARE, LATE_SMOOTHING, MAX_LATE_GAIN, MIN_EVALUATIONS, cell_key,  # noqa: F401
-                           cell_sources, claim_gates, claim_methods, claims_cell_sources, claims_in,
+                           cell_keys_of, cell_sources, claim_gates, claim_methods, claims_cell_sources, claims_in,
                            evaluations_text, gate, gate_reasons, joint_gate, passes_gate, rising_text,
                            sparse_text, trajectory, with_sources)
 from .verdict_paper import paper_verdicts, welch_interval  # noqa: F401
@@ -96,6 +96,17 @@ class Verdict:
         return "—" if not np.isfinite(self.tau) else f"τ = {self.tau:.2f}"
 
 
+def margin(wide: pd.DataFrame, better: Sequence[str], worse: Sequence[str]) -> pd.Series:
+    """Per row of ``wide`` (one column per method), how far the worst of the ``better`` methods lies
+    above the best of the ``worse`` ones: a claim's effect that ``better`` beat ``worse``; NaN where
+    any of them is missing. (Plain arrays: chapters compute it for every perturbation of a verdict.)"""
+    ahead, behind = wide[list(better)].to_numpy(dtype=float), wide[list(worse)].to_numpy(dtype=float)
+    complete = ~(np.isnan(ahead).any(axis=1) | np.isnan(behind).any(axis=1))
+    with np.errstate(invalid="ignore"):
+        lead = ahead.min(axis=1) - behind.max(axis=1)
+    return pd.Series(np.where(complete, lead, np.nan), index=wide.index)
+
+
 def versus_paper(ours: Interval, word: str, paper: "Verdict | None") -> str:
     """How our effect's size compares with the paper's, where the paper's own verdict on the same
     cells is *holds* (or *mixed*) and both have a 95% interval: for our *holds* / *mixed*,
@@ -150,7 +161,8 @@ def judge(effects: pd.DataFrame, cell_keys: Sequence[str], claim: str, gate_tabl
         passed = passes_gate(gate_table, cells, keys)
         failed = cells[[not p for p in passed]]
         if len(failed):
-            reasons = gate_reasons([gate_table.loc[[cell_key(row, keys)]].iloc[0] for _, row in failed.iterrows()])
+            gate_rows = gate_table.to_dict("index")
+            reasons = gate_reasons([gate_rows[key] for key in cell_keys_of(failed, keys)])
             if enforce_gate:
                 notes.append(f"{len(failed)} of {len(cells)} cells left out by the convergence gate: {'; '.join(reasons)}")
                 gate_reason = reasons[0] if reasons else ""

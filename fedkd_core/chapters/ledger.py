@@ -145,7 +145,7 @@ def interval_cells(effects: pd.DataFrame, keys: list[str], gates: dict) -> dict[
 
     def spread(claim: str, cells: pd.DataFrame) -> pd.DataFrame:
         counts = seeds[claim]
-        two = cells[[counts.get(V.cell_key(row, keys), 0) >= 2 for _, row in cells.iterrows()]]
+        two = cells[[counts.get(key, 0) >= 2 for key in V.cell_keys_of(cells, keys)]]
         return two if len(two) else cells
 
     return {claim: spread(claim, cells) for claim, cells in kept_cells(effects, keys, gates).items()}

@@ -15,6 +15,7 @@ from .paper import paper_accuracy_tables, paper_table4
 from .profiles import PAPER_FMNIST100, REDUCED_PROFILE
 from .records import cell_of, paper_scale_records, reduced_profile_records
 from .tables import summary
+from ... import verdicts as V
 
 PERSONALISED = ("fedper", "lg_fedavg", "pfedme", "fedfomo", "pfedsd", "fedckd")
 ANNEALING_CLAIM = "annealing helps (γ < 1 > γ = 1)"
@@ -60,7 +61,7 @@ def effects_of(frame: pd.DataFrame, value: str = "final") -> pd.DataFrame:
     has = set(wide.columns)
 
     def margin(better: list[str], worse: list[str]) -> pd.Series:
-        return (wide[better].min(axis=1) - wide[worse].max(axis=1)).where(wide[better + worse].notna().all(axis=1))
+        return V.margin(wide, better, worse)
 
     if {"fedckd", "pfedsd"} <= has:
         effects["FedCKD > pFedSD"] = margin(["fedckd"], ["pfedsd"])

@@ -13,6 +13,7 @@ from .paper import PAPER_MODEL, PAPER_ROUNDS, paper_table1, paper_table3, paper_
 from .profiles import REDUCED_PROFILE
 from .records import reduced_profile_records
 from .tables import summary, table1_rows, table3_rows
+from ... import verdicts as V
 
 EFFECT_CELL_KEYS = ("table", "clients", "alpha", "metric")
 METHOD_COLUMN = "method"
@@ -70,7 +71,7 @@ def effects_of(frame: pd.DataFrame, value: str = "final") -> pd.DataFrame:
     table1, table3 = (cells.table == "Table 1").to_numpy(), (cells.table == "Table 3").to_numpy()
 
     def margin(rivals: list[str]) -> pd.Series:
-        return (wide.fedgmkd - wide[rivals].max(axis=1)).where(wide[["fedgmkd"] + rivals].notna().all(axis=1))
+        return V.margin(wide, ["fedgmkd"], rivals)
 
     others = [m for m in PAPER_METHODS if m != "fedgmkd" and m in wide]
     if others:

@@ -15,6 +15,7 @@ from .profiles import FEDMD_ORIGINAL_CIFAR_PROFILE, TUNED_CIFAR_PROFILE
 from .records import ORIGINAL, cell_of, originals_on, paper_profile_records, profile_complete
 from .tables import final_table
 from .tuning import tuned_cifar_records, tuned_records
+from ... import verdicts as V
 
 EFFECT_CELL_KEYS = ("dataset", "alpha", "size")
 METHOD_COLUMN = "algorithm"
@@ -87,7 +88,7 @@ def effects_of(frame: pd.DataFrame, value: str = "final") -> pd.DataFrame:
     has = set(wide.columns)
 
     def margin(better: str, worse: list[str]) -> pd.Series:
-        return (wide[better] - wide[worse].max(axis=1)).where(wide[[better] + worse].notna().all(axis=1))
+        return V.margin(wide, [better], worse)
 
     if {"knfu", "fedmd"} <= has:
         effects["KnFu > FedMD"] = margin("knfu", ["fedmd"])
