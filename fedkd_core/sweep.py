@@ -324,12 +324,20 @@ def sweep_alive(parent: int | None) -> bool:
     return os.getppid() == parent
 
 
+def omp_threads() -> int | None:
+    """The one thread count OMP_NUM_THREADS gives (None: unset, or not a single count such as
+    "4,2"; a worker then takes its share of the cores). Each worker sets it in torch itself: one
+    forked from the fork server would otherwise keep the count OpenMP read when the server started."""
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
 def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, queue, parent: int,
             robustness: bool = False, variants: tuple[str, ...] = (), environment: dict | None = None) -> None:
     if environment is not None:  # forked from the fork server: the sweep's environment now, not the server's
         os.environ.clear()
         os.environ.update(environment)
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or threads))
+    torch.set_num_threads(omp_threads() or threads)
     work(chapter, params_file, limit, lambda kind, text: queue.put((os.getpid(), kind, text)), parent, robustness,
          variants)
 

@@ -531,3 +531,12 @@ def test_a_worker_goes_by_the_pipe_of_the_sweep_that_started_it_whoever_its_pare
     assert not sweep.sweep_alive(4242)  # the sweep has gone, though the fork server (the parent) lives on
     monkeypatch.setattr(multiprocessing, "parent_process", lambda: None)  # not started by multiprocessing
     assert sweep.sweep_alive(os.getppid()) and not sweep.sweep_alive(os.getppid() + 100_000)
+
+
+@pytest.mark.parametrize("value, threads", [("3", 3), (" 2 ", 2), ("4,2", None), ("0", None), ("", None), (None, None)])
+def test_a_worker_takes_the_one_thread_count_omp_num_threads_gives(monkeypatch, value, threads):
+    if value is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", value)
+    assert sweep.omp_threads() == threads
