@@ -231,15 +231,15 @@ def start_ray(workers: int, object_store_mb: int | None = None) -> None:
     # priority (another experiment, a test) they starve (measured on 2 busy cores: importing torch
     # in a client process took 65 s instead of 3 s). Clients here are the experiment, not background work.
     os.environ.setdefault("RAY_worker_niceness", "0")
-    # When a driver connects, Ray starts idle workers for tasks to come; the clients are actors,
-    # which started workers of their own: 2 clients made 4 worker processes, 2 without this
-    # (tests/test_flower.py's simulation, 2026-11-29). Each idle one imported Ray beside the clients' start.
-    os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
     # Ray's workers inherit the environment, not this process's sys.path (as Flower's own start-up does).
     pythonpath = os.pathsep.join([*sys.path, *filter(None, [os.environ.get("PYTHONPATH")])])
     init_args = {"num_cpus": workers, "num_gpus": torch.cuda.device_count(), "include_dashboard": False,
                  "log_to_driver": False,
-                 "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath}}}
+                 "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath}},
+                 # When a driver connects, Ray starts idle workers for tasks to come; the clients are
+                 # actors, which start workers of their own: 2 clients made 4 worker processes, 2
+                 # without this (tests/test_flower.py's simulation, 2026-11-29).
+                 "_system_config": {"prestart_worker_first_driver": False}}
     if object_store_mb is not None:
         init_args["object_store_memory"] = object_store_mb * 2**20
     try:

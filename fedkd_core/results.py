@@ -110,6 +110,9 @@ _CONFIG_KEYS: dict[tuple, str] = {}
 
 @dataclass(frozen=True)
 class RunRecord:
+    """A finished run as stored. :func:`read_record` hands the same object to every reader of a
+    file in a process: read it, build from it, never change its lists or dicts in place."""
+
     config: dict
     key: str
     history: list
@@ -166,7 +169,7 @@ def _profile_folders(folder: Path) -> list[str]:
     """The names of the entries of the results folder ``folder`` (none where it is missing)."""
     try:
         with os.scandir(folder) as entries:
-            return [entry.name for entry in entries]
+            return [entry.name for entry in entries if not entry.name.startswith(".")]  # as glob's "*"
     except (FileNotFoundError, NotADirectoryError):
         return []
 
@@ -200,17 +203,19 @@ def read_record(path: Path) -> RunRecord:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as error:
         raise _unreadable(path, error) from error
+    digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
     known = _READ_RECORDS.get(str(path))
-    if known is not None and known[0] == text:
+    if known is not None and known[0] == digest:
         return known[1]
     record = _parsed_record(path, text)
-    _READ_RECORDS[str(path)] = (text, record)
+    _READ_RECORDS[str(path)] = (digest, record)
     return record
 
 
-# read_record's memo: path -> the file's text and the record parsed from it. A record is shared by
-# every reader of it, and no reader changes a record (they build tables from it).
-_READ_RECORDS: dict[str, tuple[str, RunRecord]] = {}
+# read_record's memo: path -> a digest of the file's text and the record parsed from it (the
+# digest, not the text, is kept: 16 bytes instead of ~26 kB a record). A record is shared by every
+# reader of it, and no reader changes a record (they build tables from it; see RunRecord).
+_READ_RECORDS: dict[str, tuple[bytes, RunRecord]] = {}
 
 
 def _unreadable(path: Path, error: Exception) -> RecordError:
