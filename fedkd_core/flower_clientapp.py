@@ -37,8 +37,12 @@ def to_record(message: dict, round_index: int, run: int, config: str = "") -> Re
 
     arrays = {name: t.detach().cpu().float() if t.dtype == torch.bfloat16 else t.detach().cpu()
               for name, t in message.items()}
-    return RecordDict({"m": ArrayRecord(torch_state_dict=arrays),
-                       "cfg": ConfigRecord({"round": round_index, "run": run, "config": config})})
+    return RecordDict({"m": ArrayRecord(torch_state_dict=arrays), "cfg": header(round_index, run, config)})
+
+
+def header(round_index: int, run: int, config: str = "") -> ConfigRecord:
+    """A message's ``cfg``: the round, the run and that run's config (JSON; "" in a client's reply)."""
+    return ConfigRecord({"round": round_index, "run": run, "config": config})
 
 
 def from_record(record: RecordDict) -> dict:
@@ -119,7 +123,7 @@ def _whoami(message: Message, context: Context) -> Message:
 def _state(message: Message, context: Context) -> Message:
     """The state this node keeps for the run, as stored (no state: no arrays), without torch."""
     run = int(message.content["cfg"]["run"])
-    content = {"cfg": ConfigRecord({"round": 0, "run": run, "config": ""})}
+    content = {"cfg": header(0, run)}
     if _state_key(run) in context.state:
         content["m"] = context.state[_state_key(run)]
     return Message(RecordDict(content), reply_to=message)

@@ -335,7 +335,7 @@ def omp_threads() -> int | None:
 
 def _worker(chapter: str, params_file: Path, limit: int | None, threads: int, queue, parent: int,
             robustness: bool = False, variants: tuple[str, ...] = (), environment: dict | None = None) -> None:
-    if environment is not None:  # the sweep's environment now, not the fork server's at its start
+    if environment is not None:  # forked: the sweep's environment now, not the fork server's at its start
         os.environ.clear()
         os.environ.update(environment)
         register_announced()  # the sweep's own methods (the package was imported under the server's)
@@ -389,6 +389,10 @@ def device_memory_text() -> str:
     return f", peak {peak:.1f} GiB on {torch.cuda.get_device_name()}"
 
 
+# What the fork server imports for the workers it forks (fedkd_core.sweep's third-party imports).
+PRELOADED = ("torch", "numpy", "pandas", "yaml", "tqdm")
+
+
 def worker_context(on_gpus: bool):
     """How worker processes start. Without GPUs: forked from a fork server that has imported the
     libraries every worker needs (:data:`PRELOADED`, most of a worker's start: about 2.5 s of a core
@@ -404,10 +408,6 @@ def worker_context(on_gpus: bool):
     return context
 
 
-# What the fork server imports for the workers it forks (fedkd_core.sweep's third-party imports).
-PRELOADED = ("torch", "numpy", "pandas", "yaml", "tqdm")
-
-
 def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None, total: int,
                 robustness: bool = False, variants: tuple[str, ...] = (), per_gpu: int = 4) -> int:
     """Start ``workers`` processes on the grid, spread over the visible GPUs (at most ``per_gpu``
@@ -418,7 +418,8 @@ def run_workers(chapter: str, params_file: Path, workers: int, limit: int | None
     queue = context.Queue()
     # torch threads per worker: the cores shared out, or FEDKD_SWEEP_THREADS where several sweeps share them
     threads = int(os.environ.get("FEDKD_SWEEP_THREADS") or max(1, (os.cpu_count() or 1) // workers))
-    environment = None if on_gpus else dict(os.environ)
+    # a forked worker starts with the fork server's environment: it is handed the sweep's
+    environment = dict(os.environ) if context.get_start_method() == "forkserver" else None
     processes = [context.Process(target=_worker, args=(chapter, params_file, limit, threads, queue, os.getpid(), robustness,
                                                              variants, environment),
                                  daemon=True)

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from fedkd_core import leases, sweep
 from fedkd_core.results import config_hash, load_record
+from plugin_methods import registry  # noqa: F401 (a fixture)
 
 
 def test_a_claim_is_held_by_one_worker_until_released(tmp_path):
@@ -542,25 +543,20 @@ def test_a_worker_takes_the_one_thread_count_omp_num_threads_gives(monkeypatch, 
     assert sweep.omp_threads() == threads
 
 
-def test_a_method_registered_here_runs_on_workers_whose_fork_server_an_earlier_sweep_started(tmp_path, monkeypatch):
+def test_a_method_registered_here_runs_on_workers_whose_fork_server_an_earlier_sweep_started(registry, tmp_path,
+                                                                                              monkeypatch):
     """A user's method registered in this process (announced through FEDKD_ALGORITHMS) runs on a
     sweep's workers, also when an earlier sweep here started the fork server before it was registered."""
-    from fedkd_core.algorithms import ALGORITHMS, REGISTERED_ENV, register
+    from fedkd_core.algorithms import register
     from plugin_methods import FedAvgM
 
     monkeypatch.setenv("FEDKD_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("FEDKD_SWEEP_THREADS", "1")
-    monkeypatch.setenv(REGISTERED_ENV, os.environ.get(REGISTERED_ENV, ""))
     grid = "profile: smoke\nalphas: '0.5'\nrounds: 1\nmixed_precision: false\nalgorithms: {}\n"
     (tmp_path / "first.yaml").write_text(grid.format("local"))
     sweep.main(["setting", "--params", str(tmp_path / "first.yaml"), "--workers", "1"])
-    saved = dict(ALGORITHMS)
-    try:
-        register("fedavgm_sweep", FedAvgM)
-        (tmp_path / "plugin.yaml").write_text(grid.format("fedavgm_sweep"))
-        _, configs = sweep.load_grid("setting", tmp_path / "plugin.yaml")
-        sweep.main(["setting", "--params", str(tmp_path / "plugin.yaml"), "--workers", "1"])  # SystemExit on a failure
-        assert configs and all(load_record(c) is not None for c in configs)
-    finally:
-        ALGORITHMS.clear()
-        ALGORITHMS.update(saved)
+    register("fedavgm_sweep", FedAvgM)
+    (tmp_path / "plugin.yaml").write_text(grid.format("fedavgm_sweep"))
+    _, configs = sweep.load_grid("setting", tmp_path / "plugin.yaml")
+    sweep.main(["setting", "--params", str(tmp_path / "plugin.yaml"), "--workers", "1"])  # SystemExit on a failure
+    assert configs and all(load_record(c) is not None for c in configs)
